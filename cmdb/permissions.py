@@ -1,0 +1,173 @@
+"""Object permissions: django-guardian grants, scoped by Site, Cluster and Tenant.
+
+Three ways to be allowed to act on a CMDB object, checked in this order:
+1. superuser, or the global model permission (`cmdb.change_node` on the user or a group): every row;
+2. a scope grant: `view_scope` / `change_scope` on a Site, Cluster or Tenant (guardian object permission)
+   covers every object under it (a technician of site A edits site A's racks and nodes, sees nothing of B);
+3. a direct guardian grant on the object itself (`cmdb.change_node` for one node).
+
+`change_scope` implies `view_scope`. Catalog models (vendors, models, driver packages, tags, health
+policies) are readable by every authenticated user and writable only with the global permission.
+All grants go through `grant_scope` so there is one way in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.apps import apps
+from django.contrib.auth.models import AbstractBaseUser, Group
+from django.db import models
+from django.db.models import Q, QuerySet
+from guardian.shortcuts import assign_perm, get_objects_for_user, remove_perm
+
+SCOPE_MODELS = ("site", "cluster", "tenant")
+
+# model label -> {scope: ORM path to that scope's id}. A path of "pk" means the object is the scope itself.
+SCOPE_PATHS: dict[str, dict[str, str]] = {
+    "cmdb.site": {"site": "pk"},
+    "cmdb.room": {"site": "site_id"},
+    "cmdb.rack": {"site": "room__site_id"},
+    "cmdb.cluster": {"site": "site_id", "cluster": "pk"},
+    "cmdb.tenant": {"tenant": "pk"},
+    "cmdb.node": {"site": "site_id", "cluster": "cluster_id", "tenant": "tenant_id"},
+    "cmdb.component": {"site": "node__site_id", "cluster": "node__cluster_id", "tenant": "node__tenant_id"},
+    "cmdb.nic": {"site": "node__site_id", "cluster": "node__cluster_id", "tenant": "node__tenant_id"},
+    "cmdb.nicport": {"site": "nic__node__site_id", "cluster": "nic__node__cluster_id",
+                     "tenant": "nic__node__tenant_id"},
+    "cmdb.accelerator": {"site": "site_id", "cluster": "node__cluster_id", "tenant": "node__tenant_id"},
+    "cmdb.acceleratorplacement": {"site": "accelerator__site_id"},
+    "cmdb.installedsoftware": {"site": "node__site_id", "cluster": "node__cluster_id",
+                               "tenant": "node__tenant_id"},
+    "cmdb.healthevent": {"site": "node__site_id", "cluster": "node__cluster_id", "tenant": "node__tenant_id"},
+    "cmdb.fabric": {"site": "site_id"},
+    "cmdb.switch": {"site": "site_id"},
+    "cmdb.switchport": {"site": "switch__site_id"},
+    "cmdb.link": {"site": "fabric__site_id"},
+    "cmdb.stocklocation": {"site": "site_id"},
+    "cmdb.partitem": {"site": "stock_location__site_id"},
+    "cmdb.rackunit": {"site": "rack__room__site_id"},
+}
+
+CATALOG_MODELS = {
+    "cmdb.vendor", "cmdb.acceleratormodel", "cmdb.servermodel", "cmdb.partmodel", "cmdb.tag",
+    "cmdb.driverpackage", "cmdb.healthpolicy",
+}
+
+
+def _label(model: type[models.Model]) -> str:
+    return model._meta.label_lower
+
+
+def register_scope(model: type[models.Model], paths: dict[str, str]) -> None:
+    """Let another app's model be scoped the same way (e.g. a ticket scoped by its node's site)."""
+    SCOPE_PATHS[_label(model)] = paths
+
+
+def _scope_ids(user: AbstractBaseUser, scope: str, action: str) -> list[int]:
+    model = apps.get_model("cmdb", scope)
+    perms = ["cmdb.change_scope"] if action != "view" else ["cmdb.view_scope", "cmdb.change_scope"]
+    ids: set[int] = set()
+    for perm in perms:
+        qs = get_objects_for_user(user, perm, klass=model, accept_global_perms=False, with_superuser=False)
+        ids.update(qs.values_list("pk", flat=True))
+    return sorted(ids)
+
+
+def _codename(model: type[models.Model], action: str) -> str:
+    return f"{model._meta.app_label}.{action}_{model._meta.model_name}"
+
+
+def has_global(user: AbstractBaseUser, model: type[models.Model], action: str) -> bool:
+    if not user.is_active:
+        return False
+    if user.is_superuser:
+        return True
+    # ModelBackend only: a guardian object grant must not read as a global one.
+    return user.has_perm(_codename(model, action))
+
+
+def restrict(queryset: QuerySet, user: AbstractBaseUser, action: str = "view") -> QuerySet:
+    """The rows of `queryset` that `user` may `action` (view / change / delete)."""
+    model = queryset.model
+    label = _label(model)
+    if user is None or not user.is_authenticated or not user.is_active:
+        return queryset.none()
+    if has_global(user, model, action):
+        return queryset
+    if label in CATALOG_MODELS:
+        return queryset if action == "view" else queryset.none()
+    condition = Q(pk__in=[])
+    for scope, path in SCOPE_PATHS.get(label, {}).items():
+        ids = _scope_ids(user, scope, "view" if action == "view" else "change")
+        if ids:
+            condition |= Q(**{f"{path}__in" if path != "pk" else "pk__in": ids})
+    direct = get_objects_for_user(
+        user, _codename(model, action), klass=model, accept_global_perms=False, with_superuser=False
+    ).values_list("pk", flat=True)
+    condition |= Q(pk__in=direct)
+    return queryset.filter(condition)
+
+
+def has_any_scope(user: AbstractBaseUser, action: str = "view") -> bool:
+    """Whether the user holds any scope grant (used to show the admin index to technicians)."""
+    return any(_scope_ids(user, scope, action) for scope in SCOPE_MODELS)
+
+
+def _resolve(obj: Any, path: str) -> Any:
+    if path == "pk":
+        return obj.pk
+    value = obj
+    parts = path.split("__")
+    for i, part in enumerate(parts):
+        if value is None:
+            return None
+        if i == len(parts) - 1:
+            return getattr(value, part, None)
+        value = getattr(value, part, None)
+    return value
+
+
+def can(user: AbstractBaseUser, action: str, obj: models.Model) -> bool:
+    """Whether `user` may `action` this object (for saved objects) or write it where it points (unsaved).
+
+    For an unsaved object, or one about to be moved, the scopes are read from its current attributes, so a
+    technician of site A cannot create a node in site B or move one there.
+    """
+    model = type(obj)
+    if user is None or not user.is_authenticated or not user.is_active:
+        return False
+    if has_global(user, model, action if obj.pk else "add"):
+        return True
+    label = _label(model)
+    if label in CATALOG_MODELS:
+        return action == "view"
+    wanted = "view" if action == "view" else "change"
+    for scope, path in SCOPE_PATHS.get(label, {}).items():
+        target = _resolve(obj, path)
+        if target is not None and target in _scope_ids(user, scope, wanted):
+            return True
+    if obj.pk:
+        return user.has_perm(_codename(model, action), obj)
+    return False
+
+
+def grant_scope(*, scope_obj: models.Model, perms: list[str], users=(), groups=()) -> None:
+    """Grant `view_scope` and/or `change_scope` on a Site, Cluster or Tenant to users and groups."""
+    if _label(type(scope_obj)) not in {f"cmdb.{s}" for s in SCOPE_MODELS}:
+        raise ValueError("Scope grants apply to a Site, Cluster or Tenant.")
+    for perm in perms:
+        if perm not in ("view_scope", "change_scope"):
+            raise ValueError(f"Unknown scope permission {perm!r}.")
+        for user in users:
+            assign_perm(perm, user, scope_obj)
+        for group in groups:
+            assign_perm(perm, group, scope_obj)
+
+
+def revoke_scope(*, scope_obj: models.Model, perms: list[str], users=(), groups: tuple[Group, ...] = ()) -> None:
+    for perm in perms:
+        for user in users:
+            remove_perm(perm, user, scope_obj)
+        for group in groups:
+            remove_perm(perm, group, scope_obj)

@@ -1,0 +1,5 @@
+"""gpuops: CMDB and ops-workflow platform for GPU datacenters."""
+
+from .celery import app as celery_app
+
+__all__ = ["celery_app"]

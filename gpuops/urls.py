@@ -1,0 +1,15 @@
+"""URL map. Each app owns its own urls module; this file only mounts them."""
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.http import HttpResponseRedirect
+from django.urls import include, path
+
+urlpatterns = [
+    path("", lambda request: HttpResponseRedirect("/tickets/"), name="home"),
+    path("admin/", admin.site.urls),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/", include("gpuops.api_urls")),
+    path("", include("workflows.urls")),
+]
