@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "inventory_agents",
     "workflows",
     "integrations",
+    "integrations.switches",
 ]
 
 MIDDLEWARE = [
