@@ -18,7 +18,19 @@ from .network import (
     SwitchRole,
     SwitchStatus,
 )
-from .nodes import HEALTH_RANK, Component, ComponentKind, Health, LinkState, Nic, NicKind, NicPort, Node, NodeRole, NodeStatus
+from .nodes import (
+    HEALTH_RANK,
+    Component,
+    ComponentKind,
+    Health,
+    LinkState,
+    Nic,
+    NicKind,
+    NicPort,
+    Node,
+    NodeRole,
+    NodeStatus,
+)
 from .org import Cluster, ClusterKind, Tenant, TenantKind
 from .software import DriverComponent, DriverPackage, InstalledSoftware
 from .stock import PartItem, PartItemStatus, StockLocation, StockLocationKind

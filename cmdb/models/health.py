@@ -41,8 +41,10 @@ class HealthPolicy(models.Model):
         ordering = ["kind", "code"]
         verbose_name_plural = "health policies"
         constraints = [
-            models.UniqueConstraint(fields=["vendor", "kind", "code"], name="healthpolicy_unique",
-                                    nulls_distinct=False)
+            models.UniqueConstraint(fields=["vendor", "kind", "code"], condition=models.Q(vendor__isnull=False),
+                                    name="healthpolicy_unique_vendor"),
+            models.UniqueConstraint(fields=["kind", "code"], condition=models.Q(vendor__isnull=True),
+                                    name="healthpolicy_unique_any_vendor"),
         ]
 
     def __str__(self) -> str:
