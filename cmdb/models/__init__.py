@@ -33,7 +33,16 @@ from .nodes import (
 )
 from .org import Cluster, ClusterKind, Tenant, TenantKind
 from .software import DriverComponent, DriverPackage, InstalledSoftware
-from .stock import PartItem, PartItemStatus, StockLocation, StockLocationKind
+from .stock import (
+    MovementKind,
+    PartItem,
+    PartItemStatus,
+    ReservationStatus,
+    StockLocation,
+    StockLocationKind,
+    StockMovement,
+    StockReservation,
+)
 
 __all__ = [
     "HEALTH_RANK",
@@ -63,6 +72,7 @@ __all__ = [
     "Link",
     "LinkState",
     "LinkStatus",
+    "MovementKind",
     "Nic",
     "NicKind",
     "NicPort",
@@ -79,12 +89,15 @@ __all__ = [
     "RackFace",
     "RackStatus",
     "RackUnit",
+    "ReservationStatus",
     "Room",
     "ServerModel",
     "Severity",
     "Site",
     "StockLocation",
     "StockLocationKind",
+    "StockMovement",
+    "StockReservation",
     "Switch",
     "SwitchPort",
     "SwitchRole",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 from .base import TrackedModel
@@ -61,3 +62,93 @@ class PartItem(TrackedModel):
 
     def __str__(self) -> str:
         return self.serial
+
+
+class MovementKind(models.TextChoices):
+    RECEIVE = "receive", "Receive"
+    RESERVE = "reserve", "Reserve"
+    RELEASE = "release", "Release reservation"
+    ISSUE = "issue", "Issue to a node"
+    RETURN = "return", "Return to stock"
+    RMA_OUT = "rma_out", "RMA out to vendor"
+    RMA_BACK = "rma_back", "RMA back from vendor"
+    SCRAP = "scrap", "Scrap"
+    TRANSFER = "transfer", "Transfer between sites"
+    ADJUST = "adjust", "Stock-take adjustment"
+
+
+class StockMovement(models.Model):
+    """The stock ledger: one append-only row per movement. Quantities are derived from it, never edited.
+
+    Serialised items (cards, NICs, optics) move by serial (`accelerator` or `part_item`, quantity 1);
+    consumables move by `part_model` and `quantity` (negative for outflows from `location`).
+    """
+
+    at = models.DateTimeField(db_index=True)
+    kind = models.CharField(max_length=16, choices=MovementKind.choices)
+    accelerator = models.ForeignKey(
+        "cmdb.Accelerator", null=True, blank=True, on_delete=models.PROTECT, related_name="movements"
+    )
+    part_item = models.ForeignKey(PartItem, null=True, blank=True, on_delete=models.PROTECT, related_name="movements")
+    part_model = models.ForeignKey(PartModel, null=True, blank=True, on_delete=models.PROTECT, related_name="movements")
+    accelerator_model = models.ForeignKey(
+        "cmdb.AcceleratorModel", null=True, blank=True, on_delete=models.PROTECT, related_name="movements"
+    )
+    quantity = models.IntegerField(default=1, help_text="Signed change of on-hand stock at `location`.")
+    location = models.ForeignKey(
+        StockLocation, null=True, blank=True, on_delete=models.PROTECT, related_name="movements"
+    )
+    to_location = models.ForeignKey(StockLocation, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reason = models.CharField(max_length=300, blank=True)
+    ticket_ref = models.CharField(max_length=64, blank=True, db_index=True)
+    correlation_id = models.CharField(max_length=64, blank=True)
+    # Makes a retried movement a no-op (e.g. "ticket 42 step reserve").
+    idempotency_key = models.CharField(max_length=128, null=True, blank=True, unique=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [
+            models.Index(fields=["location", "accelerator_model"]),
+            models.Index(fields=["part_model", "location"]),
+        ]
+
+    def __str__(self) -> str:
+        what = self.accelerator or self.part_item or self.part_model or self.accelerator_model
+        return f"{self.at:%Y-%m-%d} {self.kind} {what} x{self.quantity}"
+
+
+class ReservationStatus(models.TextChoices):
+    ACTIVE = "active", "Active"
+    ISSUED = "issued", "Issued"
+    RELEASED = "released", "Released"
+    EXPIRED = "expired", "Expired"
+
+
+class StockReservation(models.Model):
+    """A spare held for a purpose (a repair ticket). One active reservation per card, held by the database."""
+
+    accelerator = models.ForeignKey("cmdb.Accelerator", on_delete=models.PROTECT, related_name="reservations")
+    site = models.ForeignKey(Site, on_delete=models.PROTECT, related_name="+")
+    status = models.CharField(max_length=16, choices=ReservationStatus.choices, default=ReservationStatus.ACTIVE)
+    reserved_for = models.CharField(max_length=64, help_text="What holds it, e.g. 'ticket:42'.", db_index=True)
+    reserved_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    closed_at = models.DateTimeField(null=True, blank=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-reserved_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["accelerator"], condition=models.Q(status="active"), name="reservation_one_active_per_card"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.accelerator} for {self.reserved_for} ({self.status})"

@@ -1,0 +1,184 @@
+"""Spare stock: reservations and the movement ledger for serialised cards.
+
+Every movement is a StockMovement row; a card's lifecycle/location change and its ledger row are written in
+the same transaction. Idempotency keys make retried steps (a Celery retry of "reserve a spare") no-ops.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from gpuops.context import current_context
+
+from ..models import (
+    Accelerator,
+    AcceleratorLifecycle,
+    AcceleratorModel,
+    MovementKind,
+    Node,
+    PlacementKind,
+    ReservationStatus,
+    Site,
+    StockLocation,
+    StockMovement,
+    StockReservation,
+)
+from .accelerators import accelerator_place
+
+DEFAULT_RESERVATION_TTL = dt.timedelta(hours=72)
+
+
+class NoSpareError(Exception):
+    """No compatible spare is free at the site."""
+
+
+def movement_record(*, kind: str, accelerator: Accelerator | None = None, location: StockLocation | None = None,
+                    quantity: int = 1, node: Node | None = None, reason: str = "", ticket_ref: str = "",
+                    idempotency_key: str | None = None, to_location: StockLocation | None = None) -> StockMovement:
+    ctx = current_context()
+    return StockMovement.objects.create(
+        at=timezone.now(), kind=kind, accelerator=accelerator,
+        accelerator_model_id=accelerator.model_id if accelerator else None, quantity=quantity, location=location,
+        to_location=to_location, node=node, actor_id=ctx.actor_id, reason=reason[:300], ticket_ref=ticket_ref,
+        correlation_id=ctx.correlation_id, idempotency_key=idempotency_key,
+    )
+
+
+def compatible_models(model: AcceleratorModel) -> list[int]:
+    """Models that may replace `model` in a slot: the same model (a data table of substitutes can come later)."""
+    return [model.pk]
+
+
+@transaction.atomic
+def spare_reserve(*, site: Site, model: AcceleratorModel, reserved_for: str, key: str,
+                  ttl: dt.timedelta = DEFAULT_RESERVATION_TTL) -> StockReservation:
+    """Reserve one in-stock spare of a compatible model at `site` for `reserved_for` (e.g. 'ticket:42').
+
+    Idempotent by `key`: a retried call returns the reservation made the first time. Concurrent callers
+    racing for the last spare: rows are locked with SKIP LOCKED where the database has it, and the partial
+    unique constraint (one active reservation per card) is the final arbiter - the loser gets NoSpareError.
+    """
+    existing = StockReservation.objects.filter(reserved_for=reserved_for, status=ReservationStatus.ACTIVE).first()
+    if existing is not None:
+        return existing
+    done = StockMovement.objects.filter(idempotency_key=key).select_related("accelerator").first()
+    if done is not None:
+        res = StockReservation.objects.filter(accelerator=done.accelerator, reserved_for=reserved_for).first()
+        if res is not None:
+            return res
+    candidates = (
+        Accelerator.objects.filter(site=site, model_id__in=compatible_models(model),
+                                   lifecycle=AcceleratorLifecycle.IN_STOCK, health__in=["ok", "unknown"])
+        .exclude(reservations__status=ReservationStatus.ACTIVE)
+        .order_by("id")
+    )
+    from django.db import connection
+
+    if connection.features.has_select_for_update_skip_locked:
+        candidates = candidates.select_for_update(skip_locked=True, of=("self",))
+    for card in candidates[:5]:
+        now = timezone.now()
+        try:
+            with transaction.atomic():
+                reservation = StockReservation.objects.create(
+                    accelerator=card, site=site, reserved_for=reserved_for, reserved_at=now, expires_at=now + ttl,
+                    actor_id=current_context().actor_id)
+                movement_record(kind=MovementKind.RESERVE, accelerator=card, location=card.stock_location,
+                                quantity=0, reason=f"reserved for {reserved_for}", ticket_ref=reserved_for,
+                                idempotency_key=key)
+        except IntegrityError:
+            continue  # someone else took this card between our read and our insert
+        return reservation
+    raise NoSpareError(f"No free {model} spare in stock at {site}.")
+
+
+@transaction.atomic
+def reservation_release(*, reservation: StockReservation, reason: str = "", expired: bool = False) -> None:
+    res = StockReservation.objects.select_for_update().get(pk=reservation.pk)
+    if res.status != ReservationStatus.ACTIVE:
+        return
+    res.status = ReservationStatus.EXPIRED if expired else ReservationStatus.RELEASED
+    res.closed_at = timezone.now()
+    res.save(update_fields=["status", "closed_at"])
+    card = res.accelerator
+    movement_record(kind=MovementKind.RELEASE, accelerator=card, location=card.stock_location, quantity=0,
+                    reason=reason or ("expired" if expired else "released"), ticket_ref=res.reserved_for)
+
+
+@transaction.atomic
+def reservation_issue(*, reservation: StockReservation, node: Node, slot_index: int, key: str) -> Accelerator:
+    """Issue a reserved spare into a node slot: ledger row, placement history, lifecycle installed."""
+    if StockMovement.objects.filter(idempotency_key=key).exists():
+        return Accelerator.objects.get(pk=reservation.accelerator_id)
+    res = StockReservation.objects.select_for_update().get(pk=reservation.pk)
+    if res.status != ReservationStatus.ACTIVE:
+        raise ValidationError({"reservation": f"Reservation is {res.status}, not active."})
+    card = Accelerator.objects.select_for_update().get(pk=res.accelerator_id)
+    location = card.stock_location
+    card = accelerator_place(accelerator=card, kind=PlacementKind.NODE, node=node, slot_index=slot_index,
+                             note=f"issued for {res.reserved_for}")
+    res.status, res.closed_at = ReservationStatus.ISSUED, timezone.now()
+    res.save(update_fields=["status", "closed_at"])
+    movement_record(kind=MovementKind.ISSUE, accelerator=card, location=location, quantity=-1, node=node,
+                    reason=f"issued for {res.reserved_for}", ticket_ref=res.reserved_for, idempotency_key=key)
+    return card
+
+
+@transaction.atomic
+def accelerator_to_stock(*, accelerator: Accelerator, location: StockLocation, kind: str = MovementKind.RETURN,
+                         reason: str = "", ticket_ref: str = "", key: str | None = None) -> Accelerator:
+    """Put a card into stock (a return, a receipt, or an RMA replacement back from the vendor)."""
+    if key and StockMovement.objects.filter(idempotency_key=key).exists():
+        return Accelerator.objects.get(pk=accelerator.pk)
+    card = accelerator_place(accelerator=accelerator, kind=PlacementKind.STOCK, stock_location=location,
+                             note=reason or kind)
+    movement_record(kind=kind, accelerator=card, location=location, quantity=1, reason=reason,
+                    ticket_ref=ticket_ref, idempotency_key=key)
+    return card
+
+
+@transaction.atomic
+def accelerator_out_of_stock(*, accelerator: Accelerator, kind: str, reason: str = "", ticket_ref: str = "",
+                             key: str | None = None) -> Accelerator:
+    """Send a card out: to the vendor (RMA out) or to scrap. From a node or from stock."""
+    if key and StockMovement.objects.filter(idempotency_key=key).exists():
+        return Accelerator.objects.get(pk=accelerator.pk)
+    location = accelerator.stock_location
+    placement = PlacementKind.AT_VENDOR if kind == MovementKind.RMA_OUT else PlacementKind.SCRAPPED
+    card = accelerator_place(accelerator=accelerator, kind=placement, note=reason or kind)
+    movement_record(kind=kind, accelerator=card, location=location, quantity=-1 if location else 0, reason=reason,
+                    ticket_ref=ticket_ref, idempotency_key=key)
+    return card
+
+
+def reservations_expire(*, now: dt.datetime | None = None) -> int:
+    """Expire active reservations past their time (a beat task calls this). Returns how many expired."""
+    now = now or timezone.now()
+    count = 0
+    for res in StockReservation.objects.filter(status=ReservationStatus.ACTIVE, expires_at__lt=now):
+        reservation_release(reservation=res, expired=True)
+        count += 1
+    return count
+
+
+def spares_summary(*, site: Site | None = None) -> list[dict]:
+    """Per site and accelerator model: installed base, free spares, reserved spares (a selector)."""
+    qs = Accelerator.objects.all()
+    if site is not None:
+        qs = qs.filter(site=site)
+    rows = qs.values("site__code", "model__name").annotate(
+        installed=Count("id", filter=Q(lifecycle=AcceleratorLifecycle.INSTALLED)),
+        in_stock=Count("id", filter=Q(lifecycle=AcceleratorLifecycle.IN_STOCK)),
+        reserved=Count("id", filter=Q(lifecycle=AcceleratorLifecycle.IN_STOCK,
+                                      reservations__status=ReservationStatus.ACTIVE)),
+    ).order_by("site__code", "model__name")
+    return [
+        {**r, "free": r["in_stock"] - r["reserved"],
+         "spare_ratio_percent": round(100 * r["in_stock"] / r["installed"], 2) if r["installed"] else None}
+        for r in rows
+    ]
