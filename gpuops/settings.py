@@ -63,6 +63,8 @@ INSTALLED_APPS = [
     "workflows",
     "integrations",
     "integrations.switches",
+    "integrations.procurement",
+    "integrations.warehouse",
 ]
 
 MIDDLEWARE = [
