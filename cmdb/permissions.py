@@ -66,7 +66,9 @@ def register_scope(model: type[models.Model], paths: dict[str, str]) -> None:
 
 def _scope_ids(user: AbstractBaseUser, scope: str, action: str) -> list[int]:
     model = apps.get_model("cmdb", scope)
-    perms = ["cmdb.change_scope"] if action != "view" else ["cmdb.view_scope", "cmdb.change_scope"]
+    # Bare codenames: the same codename exists on Site, Cluster and Tenant, so guardian must take the
+    # content type from `klass` rather than look it up by "app.codename".
+    perms = ["change_scope"] if action != "view" else ["view_scope", "change_scope"]
     ids: set[int] = set()
     for perm in perms:
         qs = get_objects_for_user(user, perm, klass=model, accept_global_perms=False, with_superuser=False)

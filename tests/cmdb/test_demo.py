@@ -1,0 +1,47 @@
+"""The demo fleet is believable and idempotent."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.db.models import Count
+
+from cmdb import models as m
+
+pytestmark = pytest.mark.django_db
+
+
+def test_small_demo_has_three_vendors_fabrics_spares_and_failures():
+    call_command("seed_demo", "--scale", "small", verbosity=0)
+    vendors = set(m.Accelerator.objects.values_list("model__vendor__slug", flat=True))
+    assert vendors == {"nvidia", "ascend", "hygon"}
+    assert m.Node.objects.count() == 48
+    assert m.Accelerator.objects.filter(lifecycle="installed").count() == 48 * 8
+    assert m.Accelerator.objects.filter(lifecycle="in_stock", stock_location__isnull=False).exists()
+    assert m.Accelerator.objects.filter(health="failed").count() >= 3
+    assert m.HealthEvent.objects.filter(resolved_at__isnull=True).exists()
+    assert m.Fabric.objects.filter(kind="infiniband", purpose="compute", is_rail_optimized=True).exists()
+    assert m.Fabric.objects.filter(kind="roce", purpose="storage").exists()
+    assert m.Node.objects.filter(status="received").exists()  # waits for provisioning
+    # Rail-aligned: every link goes from HCA rail i to a leaf of rail i.
+    links = m.Link.objects.select_related("a_nic_port__nic", "b_switch_port__switch")
+    assert links.exists() and all(lk.a_nic_port.nic.rail == lk.b_switch_port.switch.rail for lk in links)
+    # Each installed card has its open placement.
+    assert m.AcceleratorPlacement.objects.filter(ended_at__isnull=True).count() == m.Accelerator.objects.count()
+    # Every driver baseline is a known package that supports the cards.
+    assert not m.InstalledSoftware.objects.filter(package__isnull=True).exists()
+    # History was written in bulk with source "import".
+    assert m.ChangeRecord.objects.filter(source="import", action="create").count() > 48 * 8
+
+
+def test_seed_is_idempotent():
+    call_command("seed_demo", verbosity=0)
+    counts = {model: model.objects.count() for model in (m.Node, m.Accelerator, m.Link, m.ChangeRecord)}
+    call_command("seed_demo", verbosity=0)
+    assert counts == {model: model.objects.count() for model in counts}
+
+
+def test_racks_are_not_overfilled():
+    call_command("seed_demo", verbosity=0)
+    per_rack = m.RackUnit.objects.values("rack", "face", "unit").annotate(n=Count("id")).filter(n__gt=1)
+    assert not per_rack.exists()
