@@ -174,7 +174,8 @@ class PysnmpPoller:
         raw = RawSnmpData()
         raw.scalars = await self._get(engine, auth, transport, context, target, SYSTEM_SCALARS)
         if str(raw.scalars.get(SYS_OBJECT_ID, "")).startswith(JUNIPER_ENTERPRISE):
-            raw.scalars.update(await self._get(engine, auth, transport, context, target, (JNX_BOX_DESCR, JNX_BOX_SERIAL)))
+            jnx = await self._get(engine, auth, transport, context, target, (JNX_BOX_DESCR, JNX_BOX_SERIAL))
+            raw.scalars.update(jnx)
         columns = await asyncio.gather(
             *(self._walk(engine, auth, transport, context, target, oid) for oid in TABLE_COLUMNS)
         )
@@ -182,7 +183,7 @@ class PysnmpPoller:
         return build_snapshot(raw)
 
     async def _get(self, engine, auth, transport, context, target: SnmpTarget, oids: Sequence[str]) -> dict[str, Value]:
-        indication, status, index, var_binds = await get_cmd(
+        indication, status, _index, var_binds = await get_cmd(
             engine, auth, transport, context, *(ObjectType(ObjectIdentity(o)) for o in oids), lookupMib=False
         )
         if indication:
