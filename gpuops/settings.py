@@ -190,7 +190,9 @@ CELERY_TASK_ROUTES = {
 }
 CELERY_WORKER_QUEUES = "default,ingest,workflows,integrations"
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
-CELERY_BEAT_SCHEDULE: dict = {}
+CELERY_BEAT_SCHEDULE: dict = {
+    "cmdb-reservations-expire": {"task": "cmdb.reservations_expire", "schedule": 600.0},
+}
 
 # --- Logging --------------------------------------------------------------------------------------------------
 LOGGING = {

@@ -37,3 +37,74 @@ def shared_fixtures() -> Path:
     if not SHARED_FIXTURES.is_dir():
         pytest.skip(f"real captures folder {SHARED_FIXTURES} is absent")
     return SHARED_FIXTURES
+
+
+def pytest_report_header(config):
+    ok, reason = services_available()
+    if ok:
+        return [f"services tier: ENABLED (database {_redact(os.environ['DATABASE_URL'])}, "
+                f"broker {_redact(os.environ['CELERY_BROKER_URL'])})"]
+    return [f"services tier: skipped ({reason})"]
+
+
+def _redact(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname}:{parts.port or ''}{parts.path}"
+
+
+@pytest.fixture
+def celery_worker_process(transactional_db, tmp_path):
+    """A real `celery worker` process on the configured broker, writing to this test's database.
+
+    The test must commit what the worker reads (transactional_db). The worker gets the test database's
+    URL, so it sees the same rows. Yields the Popen; the worker is always terminated.
+    """
+    import subprocess
+    import sys
+    import time
+
+    from django.db import connection
+
+    s = connection.settings_dict
+    if s["ENGINE"] != "django.db.backends.postgresql":
+        pytest.skip("the worker process needs a shared PostgreSQL test database")
+    db_url = f"postgres://{s['USER'] or 'postgres'}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+    env = {**os.environ, "DATABASE_URL": db_url, "CELERY_TASK_ALWAYS_EAGER": "0", "GPUOPS_VAR_DIR": str(tmp_path)}
+    log = open(tmp_path / "worker.log", "w")  # noqa: SIM115  (closed below)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "gpuops", "worker", "--pool=solo", "--loglevel=INFO",
+         "-Q", "default,ingest,workflows,integrations", "--without-gossip", "--without-mingle",
+         "--without-heartbeat", "-n", f"test-{os.getpid()}@%h"],
+        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if "ready." in (tmp_path / "worker.log").read_text():
+            break
+        if proc.poll() is not None:
+            pytest.fail(f"celery worker exited: {(tmp_path / 'worker.log').read_text()[-2000:]}")
+        time.sleep(0.3)
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def wait_until(predicate, timeout: float = 60.0, interval: float = 0.3):
+    """Poll `predicate` until it returns a truthy value or the timeout passes (for cross-process tests)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    return predicate()

@@ -1,0 +1,25 @@
+"""CMDB Celery tasks: thin wrappers that load by id, set the change context and call one service."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from gpuops.context import ChangeSource, change_context
+
+
+@shared_task(name="cmdb.nodes_set_status", acks_late=True, ignore_result=True)
+def nodes_set_status_task(node_ids: list[int], status: str, reason: str = "", correlation_id: str = "") -> int:
+    """Set the lifecycle status of many nodes (idempotent: nodes already in `status` are left alone)."""
+    from .services.nodes import nodes_set_status
+
+    with change_context(source=ChangeSource.SYSTEM, correlation_id=correlation_id or None):
+        return nodes_set_status(node_ids=node_ids, status=status, reason=reason)
+
+
+@shared_task(name="cmdb.reservations_expire", acks_late=True, ignore_result=True)
+def reservations_expire_task() -> int:
+    """Release spare reservations that were never issued (beat: every 10 minutes)."""
+    from .services.stock import reservations_expire
+
+    with change_context(source=ChangeSource.SYSTEM):
+        return reservations_expire()
