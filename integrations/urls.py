@@ -1,1 +1,9 @@
-urlpatterns: list = []
+"""Everything under /api/integrations/: one include per peer package."""
+
+from django.urls import include, path
+
+urlpatterns = [
+    path("switches/", include("integrations.switches.urls")),
+    path("procurement/", include("integrations.procurement.urls")),
+    path("warehouse/", include("integrations.warehouse.urls")),
+]
