@@ -1,0 +1,199 @@
+"""Assemble the versioned agent report from the collectors.
+
+Each collector runs isolated: an exception becomes a `collector_errors` entry {collector, error} and nothing
+of that collector's output is kept, so one broken tool never crashes the agent nor leaves a half-built
+section. The report's shape is described by inventory_agents/schema/agent-report-v1.json.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from datetime import datetime, timezone
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from . import AGENT_VERSION, SCHEMA_ID
+from .collectors import Fragment, ascend, hygon, infiniband, lldp, nics, nvidia, pci, system, xid
+from .runner import Source
+
+log = logging.getLogger(__name__)
+
+SYSTEM_KEYS = (
+    "vendor",
+    "product",
+    "serial",
+    "serial_raw",
+    "bios_version",
+    "os_name",
+    "os_version",
+    "kernel",
+    "cpu_model",
+    "cpu_count",
+    "memory_gib",
+)
+ACCELERATOR_KEYS = (
+    "vendor",
+    "model",
+    "serial",
+    "serial_raw",
+    "uuid",
+    "index",
+    "pci_bus_id",
+    "memory_mib",
+    "driver_version",
+    "firmware_version",
+)
+LIST_KEYS = ("accelerators", "nics", "infiniband", "lldp_neighbors", "pci_devices", "software")
+
+CollectorFn = Callable[[Source, Optional[str]], Fragment]
+
+# Order matters: xid attaches to the NVIDIA cards and reads lspci for cards nvidia-smi no longer lists.
+COLLECTORS: List[Tuple[str, CollectorFn]] = [
+    ("os", lambda source, state_dir: system.collect_os(source)),
+    ("dmidecode", lambda source, state_dir: system.collect_dmi(source)),
+    ("pci", lambda source, state_dir: pci.collect(source)),
+    ("nvidia", lambda source, state_dir: nvidia.collect(source)),
+    ("ascend", lambda source, state_dir: ascend.collect(source)),
+    ("hygon", lambda source, state_dir: hygon.collect(source)),
+    ("xid", lambda source, state_dir: xid.collect(source, state_dir)),
+    ("nics", lambda source, state_dir: nics.collect(source)),
+    ("infiniband", lambda source, state_dir: infiniband.collect(source)),
+    ("lldp", lambda source, state_dir: lldp.collect(source)),
+]
+
+
+def _error_text(exc: BaseException) -> str:
+    text = str(exc).strip() or exc.__class__.__name__
+    return text if len(text) <= 1000 else text[:1000] + "..."
+
+
+def run_collector(name: str, fn: CollectorFn, source: Source, state_dir: Optional[str]) -> Fragment:
+    """The collector's fragment, or {'collector_errors': [...]} when it raised or returned junk."""
+    try:
+        fragment = fn(source, state_dir) or {}
+        if not isinstance(fragment, dict):
+            raise TypeError("collector returned {}".format(type(fragment).__name__))
+        json.dumps(fragment)  # everything must serialise before it is merged
+        return fragment
+    except Exception as exc:  # isolation is the point: any failure is reported, none escapes
+        log.warning("collector %s failed: %s", name, exc, exc_info=log.isEnabledFor(logging.DEBUG))
+        return {"collector_errors": [{"collector": name, "error": _error_text(exc)}]}
+
+
+def _merge(report: Dict[str, Any], fragment: Fragment) -> None:
+    for key, value in (fragment.get("system") or {}).items():
+        if value is not None or key not in report["system"]:
+            report["system"][key] = value
+    if fragment.get("hostname"):
+        report["hostname"] = fragment["hostname"]
+    for key in (*LIST_KEYS, "collector_errors"):
+        if fragment.get(key):
+            report.setdefault(key, []).extend(fragment[key])
+
+
+def _stub_card(bus: str, pci_devices: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """A card the kernel logged Xids for but nvidia-smi did not list (fallen off the bus, or the tool failed)."""
+    lspci = next((d for d in pci_devices if d.get("slot") == bus and d.get("vendor_id") in (None, "10de")), None)
+    card: Dict[str, Any] = {key: None for key in ACCELERATOR_KEYS}
+    card.update(vendor="nvidia", pci_bus_id=bus, seen_by_tool=False, health=nvidia.new_health())
+    if lspci is not None:
+        card["model"] = lspci.get("device")
+        if lspci.get("device_id"):
+            card["pci_device_id"] = "10de:{}".format(lspci["device_id"])
+    return card
+
+
+def attach_xid_events(
+    accelerators: List[Dict[str, Any]], pci_devices: List[Dict[str, Any]], events: List[Dict[str, Any]]
+) -> Fragment:
+    """Xid events onto the NVIDIA cards by PCI address; works on a copy and returns the new accelerator list."""
+    cards = copy.deepcopy(accelerators)
+    by_bus: Dict[str, Dict[str, Any]] = {}
+    for card in cards:
+        if card.get("vendor") != "nvidia":
+            continue
+        for bus in [card.get("pci_bus_id")] + [chip.get("pci_bus_id") for chip in card.get("chips") or []]:
+            if bus:
+                by_bus[bus] = card
+    touched: Dict[int, Dict[str, Any]] = {}
+    unmatched = 0
+    for event in events:
+        bus = event.get("pci_bus_id")
+        if not bus:
+            unmatched += 1
+            continue
+        card = by_bus.get(bus)
+        if card is None:
+            card = by_bus[bus] = _stub_card(bus, pci_devices)
+            cards.append(card)
+        card["health"].setdefault("xid_events", []).append(xid.public(event))
+        touched[id(card)] = card
+    for card in touched.values():
+        nvidia.grade(card)
+        if card.get("seen_by_tool") is False and card["health"]["status"] == "ok":
+            card["health"]["status"] = "unknown"
+    errors = []
+    if unmatched:
+        errors.append({"collector": "xid", "error": "{} Xid line(s) without a readable PCI address".format(unmatched)})
+    return {"accelerators": cards, "collector_errors": errors}
+
+
+def _dedupe_software(items: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    seen = set()
+    result = []
+    for item in items:
+        key = (item.get("component"), item.get("version"))
+        if key not in seen and item.get("version"):
+            seen.add(key)
+            result.append(item)
+    return result
+
+
+def build_report(
+    source: Source, state_dir: Optional[str] = None, now: Optional[datetime] = None
+) -> Tuple[Dict[str, Any], Optional[Dict[str, Any]]]:
+    """(report, Xid state to save once the report is delivered or spooled; None when there is none)."""
+    stamp = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    report: Dict[str, Any] = {
+        "schema": SCHEMA_ID,
+        "collected_at": stamp.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "agent_version": AGENT_VERSION,
+        "hostname": None,
+        "system": {},
+        "accelerators": [],
+        "nics": [],
+        "infiniband": [],
+        "lldp_neighbors": [],
+        "pci_devices": [],
+        "software": [],
+        "collector_errors": [],
+    }
+    xid_state = None
+    for name, fn in COLLECTORS:
+        fragment = run_collector(name, fn, source, state_dir)
+        if name == "xid" and fragment.get("xid_events") is not None:
+            events = fragment["xid_events"]
+            attached = run_collector(
+                "xid",
+                lambda s, d, e=events: attach_xid_events(report["accelerators"], report["pci_devices"], e),
+                source,
+                state_dir,
+            )
+            if "accelerators" in attached:
+                report["accelerators"] = attached.pop("accelerators")
+                xid_state = fragment.get("_xid_state")
+            _merge(report, attached)
+            continue
+        _merge(report, fragment)
+    for key in SYSTEM_KEYS:
+        report["system"].setdefault(key, None)
+    for card in report["accelerators"]:
+        for key in ACCELERATOR_KEYS:
+            card.setdefault(key, None)
+    report["software"] = _dedupe_software(report["software"])
+    return report, xid_state
+
+
+def to_json(report: Dict[str, Any], indent: Optional[int] = 2) -> str:
+    return json.dumps(report, indent=indent, sort_keys=False, ensure_ascii=False)
