@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "cmdb",
     "inventory_agents",
     "workflows",
+    "workflows.rollouts",
     "integrations",
     "integrations.switches",
     "integrations.procurement",
