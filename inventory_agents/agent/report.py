@@ -92,9 +92,15 @@ def _merge(report: Dict[str, Any], fragment: Fragment) -> None:
             report.setdefault(key, []).extend(fragment[key])
 
 
+def _is_nvidia(device: Dict[str, Any]) -> bool:
+    if device.get("vendor_id"):
+        return device["vendor_id"] == "10de"
+    return "nvidia" in (device.get("vendor") or "").lower()
+
+
 def _stub_card(bus: str, pci_devices: List[Dict[str, Any]]) -> Dict[str, Any]:
     """A card the kernel logged Xids for but nvidia-smi did not list (fallen off the bus, or the tool failed)."""
-    lspci = next((d for d in pci_devices if d.get("slot") == bus and d.get("vendor_id") in (None, "10de")), None)
+    lspci = next((d for d in pci_devices if d.get("slot") == bus and _is_nvidia(d)), None)
     card: Dict[str, Any] = {key: None for key in ACCELERATOR_KEYS}
     card.update(vendor="nvidia", pci_bus_id=bus, seen_by_tool=False, health=nvidia.new_health())
     if lspci is not None:

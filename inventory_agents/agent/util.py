@@ -86,7 +86,7 @@ def is_placeholder_uuid(raw: Optional[str]) -> bool:
     if raw is None or is_placeholder_serial(raw):
         return True
     text = _strip_brackets(raw)
-    body = re.sub(r"^(GPU|MIG|NPU|DCU)-", "", text, flags=re.IGNORECASE)
+    body = re.sub(r"^(GPU-|MIG-|NPU-|DCU-|0x)", "", text, flags=re.IGNORECASE)
     groups = [g for g in body.lower().split("-") if g]
     digits = "".join(groups)
     if not digits or not re.fullmatch(r"[0-9a-f]+", digits):

@@ -105,13 +105,18 @@ def parse_table(text: str) -> Dict[str, Any]:
             numbers = _numbers(" ".join(cells[health_at + 1 :]))
             npu.setdefault("power_w", numbers[0] if numbers else None)
             npu.setdefault("temperature_c", numbers[1] if len(numbers) > 1 else None)
-            npu["_row_health"] = cells[health_at]
+            npu["_row"] = {
+                "health": cells[health_at],
+                "power_w": numbers[0] if numbers else None,
+                "temperature_c": numbers[1] if len(numbers) > 1 else None,
+            }
             current = npu
         elif bus_at is not None and current is not None:
             ints, _ = _leading_ints(cells[:bus_at])
             usage = " ".join(cells[bus_at + 1 :])
             pairs = [int(total) for _, total in _PAIR_RE.findall(usage)]
             aicore = _numbers(_PAIR_RE.sub(" ", usage))
+            row = current.pop("_row", {})
             current["chips"].append(
                 {
                     "chip_id": ints[0] if ints else len(current["chips"]),
@@ -121,11 +126,13 @@ def parse_table(text: str) -> Dict[str, Any]:
                     "ddr_mib": pairs[0] if pairs else None,
                     "hbm_mib": pairs[1] if len(pairs) > 1 else None,
                     "aicore_percent": aicore[0] if aicore else None,
-                    "health": current.pop("_row_health", None),
+                    "health": row.get("health"),
+                    "temperature_c": row.get("temperature_c"),
+                    "power_w": row.get("power_w"),
                 }
             )
     for npu in npus.values():
-        npu.pop("_row_health", None)
+        npu.pop("_row", None)
     return {"version": version, "npus": npus}
 
 
@@ -203,6 +210,10 @@ def _chip_health(fields: Dict[str, str]) -> Tuple[Optional[str], List[str], Opti
     return health, codes, info
 
 
+def _first_known(*values: Optional[float]) -> Optional[float]:
+    return next((v for v in values if v is not None), None)
+
+
 def _model(name: Optional[str]) -> Optional[str]:
     if not name:
         return None
@@ -260,8 +271,8 @@ def _card(
                 "memory_mib": hbm if hbm else ddr,
                 "health": _worst([chip.get("health"), chip_health]),
                 "die_id": text_or_none(fields.get("VDie ID")),
-                "temperature_c": parse_float(fields.get("Temperature(C)")),
-                "power_w": parse_float(fields.get("NPU Real-time Power(W)")),
+                "temperature_c": _first_known(parse_float(fields.get("Temperature(C)")), chip.get("temperature_c")),
+                "power_w": _first_known(parse_float(fields.get("NPU Real-time Power(W)")), chip.get("power_w")),
                 "aicore_count": parse_int(fields.get("Aicore Count")),
             }
         )

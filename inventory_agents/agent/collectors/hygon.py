@@ -158,7 +158,9 @@ def collect(source: Source) -> Fragment:
     merged: Dict[int, Dict[str, str]] = {}
     for part in reversed(parsed):  # hy-smi first, then the JSON overwrites
         for index, fields in part["cards"].items():
-            merged.setdefault(index, {}).update({k: v for k, v in fields.items() if text_or_none(v)})
+            card = merged.setdefault(index, {})
+            # A real value wins over a placeholder whichever tool printed it; a placeholder is kept as raw text.
+            card.update({k: v for k, v in fields.items() if text_or_none(v) or k not in card})
     driver = next((p["driver_version"] for p in parsed if p["driver_version"]), None)
     cards = [_card(i, f, driver) for i, f in sorted(merged.items()) if not _is_other_vendor(f)]
     if json_text is not None and hy_text is None and not cards and not parsed[0]["cards"]:

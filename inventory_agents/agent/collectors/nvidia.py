@@ -73,15 +73,19 @@ def _parse_xml_tolerant(text: str) -> Tuple[Dict[str, str], List[ET.Element], Op
         parser.close()
     except ET.ParseError as exc:
         error = str(exc)
-    for event, elem in parser.read_events():
-        if event == "start":
-            depth += 1
-            continue
-        depth -= 1
-        if depth == 1 and elem.tag == "gpu":
-            gpus.append(elem)
-        elif depth == 1 and elem.tag in ("driver_version", "cuda_version", "attached_gpus"):
-            top[elem.tag] = (elem.text or "").strip()
+    try:
+        # The pull parser queues a syntax error among the events: everything before it is still usable.
+        for event, elem in parser.read_events():
+            if event == "start":
+                depth += 1
+                continue
+            depth -= 1
+            if depth == 1 and elem.tag == "gpu":
+                gpus.append(elem)
+            elif depth == 1 and elem.tag in ("driver_version", "cuda_version", "attached_gpus"):
+                top[elem.tag] = (elem.text or "").strip()
+    except ET.ParseError as exc:
+        error = error or str(exc)
     return top, gpus, error
 
 
