@@ -54,6 +54,7 @@ class Endpoint:
     guids: frozenset[str] = frozenset()
     hca: str = ""  # NIC/HCA device name (mlx5_3) for node ports
     rail: int | None = None  # Nic.rail for node ports, Switch.rail for switch ports
+    aliases: frozenset[str] = frozenset()  # other names LLDP may report for the port (ifname, NIC name)
 
     @property
     def ref(self) -> PortRef:
@@ -171,7 +172,8 @@ class Inventory:
             for guid in ep.guids:
                 if g := normalize_guid(guid):
                     self.by_guid[g] = ep
-            self.by_name[(device_key(ep.device), port_key(ep.port))] = ep
+            for name in (ep.port, *ep.aliases):
+                self.by_name.setdefault((device_key(ep.device), port_key(name)), ep)
 
     def resolve(self, obs: Observation) -> Endpoint | None:
         if obs.remote_port_guid and (ep := self.by_guid.get(normalize_guid(obs.remote_port_guid))):
