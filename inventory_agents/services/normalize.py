@@ -1,0 +1,373 @@
+"""A validated report turned into what reconciliation needs: plain observations with server-side identities,
+raw health counters turned into signals, and a digest of exactly that content.
+
+The digest covers only what reconciliation reads. Telemetry that changes every minute (temperature, power,
+utilisation) and `collected_at` are left out, so a node whose inventory did not change sends the same digest
+every time and takes the cheap path. Health signals are in the digest: a new Xid changes it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from django.utils.dateparse import parse_datetime
+
+from cmdb.models import DriverComponent, LinkState
+
+from ..conf import setting
+from .identity import clean_serial, clean_uuid, normalize_pci
+from .validation import ReportProblem, json_path
+
+VENDOR_DRIVER_COMPONENT = {"nvidia": "nvidia-driver", "ascend": "ascend-driver", "hygon": "hygon-driver"}
+KNOWN_COMPONENTS = frozenset(DriverComponent.values)
+# Netdev kinds (from `ip -d link`) that are NIC hardware; bonds, VLANs, bridges and veths are configuration.
+# IPoIB netdevs (kind infiniband) are skipped: the HCA itself comes from the `infiniband` section.
+HARDWARE_NETDEV_KINDS = {"physical": "ethernet", "ethernet": "ethernet", "roce": "roce"}
+# A collector error naming one of these words means the section may be incomplete: nothing of it is flagged
+# missing this time (a crashed nvidia-smi must not mark eight healthy cards missing).
+ACCELERATOR_COLLECTORS = ("nvidia", "ascend", "npu", "hygon", "dcu", "rocm", "hy-smi", "gpu", "accelerator")
+NIC_COLLECTORS = ("nics", "ip-link", "network")
+IB_COLLECTORS = ("infiniband", "ibstat", "rdma")
+_UP_STATES = {"up", "active", "linkup"}
+_DOWN_STATES = {"down", "lowerlayerdown", "dormant", "polling", "init", "armed", "disabled", "notpresent"}
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A health observation: graded by HealthPolicy (vendor, kind, code). `fingerprints` identify occurrences:
+    an open event grows its count only for fingerprints not counted before."""
+
+    kind: str
+    code: str
+    message: str
+    fingerprints: tuple[str, ...]
+
+
+@dataclass
+class CardObs:
+    path: str
+    vendor: str
+    model: str
+    serial: str | None
+    serial_raw: str
+    uuid: str | None
+    index: int | None
+    pci_bus_id: str
+    driver_version: str
+    firmware_version: str
+    status: str
+    signals: list[Signal] = field(default_factory=list)
+
+    @property
+    def identity(self) -> str | None:
+        return self.serial or self.uuid
+
+
+@dataclass
+class PortObs:
+    name: str
+    mac: str = ""
+    guid: str = ""
+    speed_mbps: int | None = None
+    link_state: str = LinkState.UNKNOWN
+
+
+@dataclass
+class NicObs:
+    name: str
+    kind: str
+    section: str  # "nics" or "infiniband": which part of the report it came from
+    pci_bus_id: str = ""
+    firmware: str = ""
+    node_guid: str = ""
+    ports: list[PortObs] = field(default_factory=list)
+
+
+@dataclass
+class Observed:
+    """One report, normalised."""
+
+    schema: str
+    hostname: str
+    collected_at: dt.datetime | None
+    agent_version: str
+    node_facts: dict[str, Any]
+    node_serial: str | None
+    cards: list[CardObs]
+    nics: list[NicObs]
+    software: dict[str, str]
+    # Signals not attributable to a reported card, keyed by PCI bus id ('' when unknown): an Xid of a card that
+    # fell off the bus names a bus the report no longer lists; reconciliation maps it to the CMDB's card.
+    orphan_signals: dict[str, list[Signal]]
+    complete_sections: frozenset[str]
+    digest: str = ""
+
+
+def _text(value: Any, limit: int = 100) -> str:
+    return str(value).strip()[:limit] if value is not None else ""
+
+
+def _mac(raw: Any) -> str:
+    text = _text(raw, 64).lower().replace("-", ":")
+    return text if re.fullmatch(r"([0-9a-f]{2}:){5}[0-9a-f]{2}", text) and text != "00:00:00:00:00:00" else ""
+
+
+def _guid(raw: Any) -> str:
+    text = _text(raw, 40).lower()
+    if not re.fullmatch(r"(0x)?[0-9a-f]{1,16}", text) or int(text, 16) == 0:
+        return ""
+    return f"0x{int(text, 16):016x}"
+
+
+def _link_state(raw: Any) -> str:
+    text = _text(raw, 40).lower()
+    text = text.split(":", 1)[-1].strip()  # ibstat-style "4: ACTIVE"
+    if text in _UP_STATES:
+        return LinkState.UP
+    if text in _DOWN_STATES:
+        return LinkState.DOWN
+    return LinkState.UNKNOWN
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return int(value)
+    return None
+
+
+def _node_facts(system: dict[str, Any]) -> dict[str, Any]:
+    """Node fields the report states. A null means 'not known', never 'erase': it is left out."""
+    facts: dict[str, Any] = {}
+    for key in ("cpu_model", "kernel", "bios_version"):
+        if system.get(key):
+            facts[key] = _text(system[key], 200 if key == "cpu_model" else 100)
+    sockets = _int(system.get("cpu_sockets", system.get("cpu_count")))
+    if sockets is not None and 0 < sockets < 32768:
+        facts["cpu_count"] = sockets
+    memory = system.get("memory_gib")
+    if isinstance(memory, int | float) and not isinstance(memory, bool) and memory > 0:
+        facts["memory_gib"] = round(memory)
+    os_name = _text(system.get("os_pretty_name") or "", 100)
+    if not os_name and system.get("os_name"):
+        name, version = _text(system["os_name"]), _text(system.get("os_version"))
+        os_name = name if not version or version in name else f"{name} {version}"[:100]
+    if os_name:
+        facts["os_name"] = os_name
+    return facts
+
+
+def _xid_signal(event: dict[str, Any]) -> Signal:
+    code = str(event.get("xid"))
+    when = event.get("occurred_at") or event.get("timestamp") or event.get("timestamp_raw") or ""
+    message = _text(event.get("message"), 300)
+    # The fingerprint names one occurrence: a re-sent report (spooled by the agent, retried by the network)
+    # must not count an Xid twice.
+    digest = hashlib.sha256(f"{when}|{message}|{event.get('pid')}".encode()).hexdigest()[:16]
+    return Signal("xid", code, f"Xid {code}: {message}" if message else f"Xid {code}", (f"xid:{code}:{digest}",))
+
+
+def _counter_signals(vendor: str, health: dict[str, Any]) -> list[Signal]:
+    """Raw counters -> conditions. A fingerprint carries the counter value, so growth counts as a repeat."""
+    out: list[Signal] = []
+
+    def cond(kind: str, message: str, value: Any) -> None:
+        out.append(Signal(kind, "", message[:300], (f"{kind}={value}",)))
+
+    volatile_dbe = _int(health.get("ecc_volatile_dbe")) or 0
+    aggregate_dbe = _int(health.get("ecc_aggregate_dbe")) or 0
+    other_dbe = sum(_int(v) or 0 for k, v in health.items()
+                    if k.endswith("_dbe") and not k.startswith(("ecc_volatile", "ecc_aggregate", "retired_pages")))
+    if volatile_dbe > 0 or other_dbe > 0:
+        count = volatile_dbe or other_dbe
+        cond("ecc_uncorrectable", f"{count} uncorrectable (double-bit) ECC errors", count)
+    elif aggregate_dbe > 0:
+        cond("ecc_uncorrectable_aggregate", f"{aggregate_dbe} uncorrectable ECC errors over the card's life",
+             aggregate_dbe)
+    if health.get("remapped_rows_failure") is True:
+        cond("remap_failure", "Row remapping failed", True)
+    if health.get("remapped_rows_pending") is True:
+        cond("remap_pending", "Row remap pending: reset the GPU", True)
+    if health.get("retired_pages_pending") is True:
+        cond("retired_pages_pending", "Page retirement pending: reset the GPU", True)
+    retired = (_int(health.get("retired_pages_sbe")) or 0) + (_int(health.get("retired_pages_dbe")) or 0)
+    if retired >= setting("AGENT_RETIRED_PAGES_LIMIT"):
+        cond("retired_pages_limit", f"{retired} retired pages (limit {setting('AGENT_RETIRED_PAGES_LIMIT')})",
+             retired)
+    if health.get("reset_required") is True:
+        cond("reset_required", "The tool reports that a GPU reset is required", True)
+    raw = _text(health.get("health_raw"), 40)
+    if raw and raw.lower() not in {"ok", "normal", "healthy"}:
+        codes = " ".join(str(c) for c in health.get("error_codes") or [])[:200]
+        info = _text(health.get("error_info"), 200)
+        message = f"{vendor} health {raw}" + (f", codes {codes}" if codes else "") + (f": {info}" if info else "")
+        out.append(Signal("vendor_health", raw.lower(), message[:300], (f"vendor_health:{raw.lower()}:{codes}",)))
+    return out
+
+
+def _stub_signals(raw: dict[str, Any], orphan: dict[str, list[Signal]]) -> None:
+    """A card the vendor tool did not list (`seen_by_tool: false`: the kernel logged Xids for a PCI address
+    nvidia-smi no longer shows, typically Xid 79). It is no identity; its signals go to the CMDB's card at that
+    address."""
+    health = raw.get("health") if isinstance(raw.get("health"), dict) else {}
+    bus = normalize_pci(raw.get("pci_bus_id"))
+    for event in health.get("xid_events") or []:
+        if isinstance(event, dict) and _int(event.get("xid")) is not None:
+            orphan.setdefault(normalize_pci(event.get("pci_bus_id")) or bus, []).append(_xid_signal(event))
+
+
+def _card(i: int, raw: dict[str, Any], orphan: dict[str, list[Signal]]) -> CardObs:
+    health = raw.get("health") if isinstance(raw.get("health"), dict) else {}
+    vendor = _text(raw.get("vendor"), 32).lower()
+    pci = normalize_pci(raw.get("pci_bus_id"))
+    card = CardObs(
+        path=json_path(["accelerators", i]), vendor=vendor, model=_text(raw.get("model")),
+        serial=clean_serial(raw.get("serial")), serial_raw=_text(raw.get("serial_raw") or raw.get("serial")),
+        uuid=clean_uuid(raw.get("uuid")), index=_int(raw.get("index")), pci_bus_id=pci,
+        driver_version=_text(raw.get("driver_version")), firmware_version=_text(raw.get("firmware_version")),
+        status=_text(health.get("status"), 16).lower() or "unknown",
+    )
+    for event in health.get("xid_events") or []:
+        if not isinstance(event, dict) or _int(event.get("xid")) is None:
+            continue
+        bus = normalize_pci(event.get("pci_bus_id"))
+        if bus and pci and bus != pci:
+            orphan.setdefault(bus, []).append(_xid_signal(event))  # filed under the wrong card: re-route
+        else:
+            card.signals.append(_xid_signal(event))
+    card.signals += _counter_signals(vendor, health)
+    if not card.signals and card.status in ("failed", "degraded"):
+        # The agent saw something this server cannot name; keep its verdict, graded as agent_health.
+        reasons = "; ".join(str(r) for r in health.get("reasons") or [])[:250]
+        card.signals.append(Signal("agent_health", card.status, f"agent reports {card.status}: {reasons}"[:300],
+                                   (f"agent_health:{card.status}:{reasons}",)))
+    return card
+
+
+def _nics(payload: dict[str, Any]) -> list[NicObs]:
+    out: list[NicObs] = []
+    for raw in payload.get("infiniband") or []:
+        ports = []
+        for port in raw.get("ports") or []:
+            if not isinstance(port, dict) or port.get("port") is None:
+                continue
+            rate = port.get("rate_gbps")
+            speed = int(rate * 1000) if isinstance(rate, int | float) and not isinstance(rate, bool) else None
+            ports.append(PortObs(name=_text(port["port"], 64), guid=_guid(port.get("port_guid")),
+                                 speed_mbps=speed, link_state=_link_state(port.get("state"))))
+        ethernet = any(_text(p.get("link_layer")).lower() == "ethernet" for p in raw.get("ports") or []
+                       if isinstance(p, dict))
+        out.append(NicObs(name=_text(raw["ca"], 64), kind="roce" if ethernet else "infiniband", section="infiniband",
+                          firmware=_text(raw.get("firmware")), node_guid=_guid(raw.get("node_guid")), ports=ports))
+    for raw in payload.get("nics") or []:
+        kind = HARDWARE_NETDEV_KINDS.get(_text(raw.get("kind"), 32).lower())
+        if kind is None or raw.get("name") in (None, "", "lo"):
+            continue
+        speed = _int(raw.get("speed_mbps"))
+        out.append(NicObs(
+            name=_text(raw["name"], 64), kind=kind, section="nics", pci_bus_id=normalize_pci(raw.get("pci_bus_id")),
+            ports=[PortObs(name="1", mac=_mac(raw.get("mac")), speed_mbps=speed if speed and speed > 0 else None,
+                           link_state=_link_state(raw.get("state")))],
+        ))
+    return out
+
+
+def _software(payload: dict[str, Any], cards: list[CardObs]) -> dict[str, str]:
+    software: dict[str, str] = {}
+    for raw in payload.get("software") or []:
+        component, version = _text(raw.get("component"), 32).lower(), _text(raw.get("version"), 64)
+        if component in KNOWN_COMPONENTS and version:
+            software[component] = version
+    # The driver version each card reports is the installed driver when the agent did not list it separately.
+    for card in cards:
+        component = VENDOR_DRIVER_COMPONENT.get(card.vendor)
+        if component and card.driver_version and component not in software:
+            software[component] = card.driver_version[:64]
+    return software
+
+
+def _complete_sections(payload: dict[str, Any]) -> frozenset[str]:
+    """Sections present and collected without error: only those may flag things missing."""
+    failed = " ".join(_text(e.get("collector"), 64).lower() for e in payload.get("collector_errors") or []
+                      if isinstance(e, dict))
+    sections = set()
+    if "accelerators" in payload and not any(word in failed for word in ACCELERATOR_COLLECTORS):
+        sections.add("accelerators")
+    if "nics" in payload and not any(word in failed for word in NIC_COLLECTORS):
+        sections.add("nics")
+    if "infiniband" in payload and not any(word in failed for word in IB_COLLECTORS):
+        sections.add("infiniband")
+    return frozenset(sections)
+
+
+def _check_duplicates(cards: list[CardObs]) -> None:
+    seen: dict[tuple[str, str], str] = {}
+    errors = []
+    for card in cards:
+        for what, value in (("serial", card.serial), ("uuid", card.uuid), ("index", card.index)):
+            if value is None:
+                continue
+            first = seen.setdefault((what, str(value)), card.path)
+            if first != card.path:
+                errors.append({"path": f"{card.path}.{what}",
+                               "message": f"Duplicate {what} {value!r}: also at {first}.{what}."})
+    if errors:
+        raise ReportProblem(400, "duplicate_identity", "Two accelerators in one report share an identity.",
+                            errors=errors)
+
+
+def report_normalize(payload: dict[str, Any], schema: str) -> Observed:
+    """Validated payload -> Observed. Raises ReportProblem(400) for contradictions a schema cannot express."""
+    orphan: dict[str, list[Signal]] = {}
+    cards = []
+    for i, raw in enumerate(payload.get("accelerators") or []):
+        unidentified = raw.get("serial") is None and raw.get("uuid") is None and raw.get("index") is None
+        if raw.get("seen_by_tool") is False or unidentified:
+            _stub_signals(raw, orphan)
+        else:
+            cards.append(_card(i, raw, orphan))
+    _check_duplicates(cards)
+    for event in payload.get("xid_events") or []:  # events the agent could not place on a card
+        if isinstance(event, dict) and _int(event.get("xid")) is not None:
+            bus = normalize_pci(event.get("pci_bus_id"))
+            target = next((c for c in cards if bus and c.pci_bus_id == bus), None)
+            (target.signals if target else orphan.setdefault(bus, [])).append(_xid_signal(event))
+    for bus, signals in list(orphan.items()):
+        target = next((c for c in cards if bus and c.pci_bus_id == bus), None)
+        if target is not None:
+            target.signals += signals
+            del orphan[bus]
+    system = payload.get("system") if isinstance(payload.get("system"), dict) else {}
+    if not isinstance(payload.get("hostname"), str) or not payload["hostname"].strip():
+        raise ReportProblem(400, "invalid_report", "The report names no host.",
+                            errors=[{"path": "$.hostname", "message": "a hostname is required"}])
+    collected = payload.get("collected_at")
+    collected_at = parse_datetime(collected) if isinstance(collected, str) else None
+    if isinstance(collected, str) and collected_at is None:
+        raise ReportProblem(400, "invalid_report", "collected_at is not an ISO 8601 date-time.",
+                            errors=[{"path": "$.collected_at", "message": f"{collected!r} is not a date-time"}])
+    observed = Observed(
+        schema=schema, hostname=_text(payload.get("hostname"), 253).lower(), collected_at=collected_at,
+        agent_version=_text(payload.get("agent_version"), 32), node_facts=_node_facts(system),
+        node_serial=clean_serial(system.get("serial")), cards=cards, nics=_nics(payload),
+        software=_software(payload, cards), orphan_signals=orphan, complete_sections=_complete_sections(payload),
+    )
+    observed.digest = observed_digest(observed)
+    return observed
+
+
+def observed_digest(observed: Observed) -> str:
+    content = asdict(observed)
+    for volatile in ("collected_at", "digest"):
+        content.pop(volatile, None)
+    for card in content["cards"]:
+        card.pop("path", None)
+    content["complete_sections"] = sorted(content["complete_sections"])
+    blob = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()

@@ -1,0 +1,168 @@
+"""One report applied to the CMDB in one transaction, with the node row locked.
+
+Order inside the transaction (the number of statements does not depend on the number of cards or ports):
+lock node -> lock the cards the report can touch -> policies, open events, NICs, software -> compute in memory ->
+write cards (slots cleared first, one bulk_update, one bulk_create), placements, events, NICs, software, the
+node, change records, the report row and the node's ingest state -> call the failed-card hook for new severe
+events (its receivers only register on-commit work).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from cmdb.models import Accelerator, Node, NodeStatus
+from cmdb.services.changelog import records_for_bulk, records_write
+
+from ..models import AgentState, AgentToken, Report, ReportStatus
+from .cards import CARD_FIELDS, cards_reconcile, conflict_signal, placements_write
+from .events import EventBook, events_open_load
+from .health import PolicyBook
+from .network import NicStep, SoftwareStep
+from .normalize import Observed
+from .passes import QUIET_FIELDS, Pass, PendingSignal, has_changes
+from .tokens import UNKNOWN_SERIAL_PREFIX
+
+NODE_FACT_FIELDS = ("cpu_model", "cpu_count", "memory_gib", "os_name", "kernel", "bios_version")
+
+
+def _node_facts(run: Pass) -> None:
+    """Reported facts onto the node, except the fields an operator locked against the agent."""
+    node, locked = run.node, set(run.node.locked_fields or [])
+    for name, value in run.observed.node_facts.items():
+        if name in NODE_FACT_FIELDS and name not in locked and getattr(node, name) != value:
+            setattr(node, name, value)
+    serial = run.observed.node_serial
+    if serial and serial != node.serial and "serial" not in locked:
+        if node.serial.startswith(UNKNOWN_SERIAL_PREFIX) and not Node.objects.filter(serial=serial).exists():
+            node.serial = serial  # enrolled without a readable serial: the first real one is adopted
+        else:
+            # The node's identity is not rewritten from a report: a board swap or a wrong record, someone checks.
+            conflict_signal(run, "node_serial_mismatch", serial,
+                            f"{node.hostname} reports system serial {serial}; the CMDB has {node.serial}.")
+    node.is_stale = False
+
+
+def _orphan_signals(run: Pass) -> None:
+    """Signals for PCI addresses no reported card has: the CMDB card at that address (often a card that fell
+    off the bus and so is absent from the tool output) gets them; otherwise they stay on the node."""
+    by_bus = {c.pci_bus_id: c for c in run.node_cards if c.pci_bus_id}
+    for bus, signals in run.observed.orphan_signals.items():
+        card = by_bus.get(bus)
+        for signal in signals:
+            run.signals.append(PendingSignal(signal=signal, vendor_id=card.model.vendor_id if card else None,
+                                             accelerator=card))
+
+
+def _write_cards(run: Pass, new_cards: list[Accelerator]) -> None:
+    """Pre-clear changing slots, one bulk_update of touched cards, one bulk_create of new ones."""
+    updates, moving = [], []
+    for before, obj in run.updated.values():
+        if not isinstance(obj, Accelerator):
+            continue
+        changed = has_changes(before, obj)
+        if changed:
+            obj.version += 1
+            obj.updated_at = run.now
+        if changed or obj.last_seen_at != (obj.loaded_snapshot() or {}).get("last_seen_at"):
+            updates.append(obj)
+        slot_before = before.get("slot_index")
+        if slot_before is not None and (obj.slot_index != slot_before or obj.node_id != before.get("node_id")):
+            moving.append(obj.pk)
+    if moving:
+        # Slots are unique per node and Postgres checks that row by row, so a swap inside one UPDATE would
+        # collide: free every slot that changes hands first.
+        Accelerator.objects.filter(pk__in=moving).update(slot_index=None)
+    if updates:
+        Accelerator.objects.bulk_update(updates, CARD_FIELDS)
+    if new_cards:
+        Accelerator.objects.bulk_create(new_cards)
+        run.created += new_cards
+
+
+def _write_node(run: Pass, before: dict[str, Any], health: str) -> None:
+    node = run.node
+    node.health = health
+    fields = {name: getattr(node, name) for name in (*NODE_FACT_FIELDS, "serial", "is_stale", "health")}
+    changed = has_changes(before, node)
+    if changed:
+        node.version += 1
+        run.updated[id(node)] = (before, node)
+    Node.objects.filter(pk=node.pk).update(
+        **fields, last_seen_at=run.now, **({"version": F("version") + 1, "updated_at": run.now} if changed else {}))
+
+
+def _records(run: Pass, correlation_id: str) -> int:
+    updated = [(before, obj) for before, obj in run.updated.values() if has_changes(before, obj)]
+    records = records_for_bulk(created=run.created, updated=updated, reason=f"agent report {correlation_id}")
+    kept = []
+    for record in records:
+        if record.action == "update":
+            record.changes = {k: v for k, v in record.changes.items() if k not in QUIET_FIELDS}
+            if not record.changes:
+                continue
+        kept.append(record)
+    return records_write(kept)
+
+
+def report_apply(*, node_id: int, observed: Observed, report: Report, token: AgentToken | None,
+                 now: dt.datetime | None = None, started: float | None = None) -> dict[str, int]:
+    """Reconcile `observed` into the CMDB for node `node_id`; store `report` (status applied). Returns the summary.
+
+    Runs in one transaction under a row lock of the node, so concurrent reports of one node apply one after the
+    other and the second sees the first's result. Raises on database errors (the caller retries transient ones).
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        node = (Node.objects.select_for_update(of=("self",)).select_related("agent_state", "server_model")
+                .get(pk=node_id))
+        state: AgentState | None = getattr(node, "agent_state", None)
+        run = Pass(node=node, observed=observed, now=now, policies=PolicyBook.load(),
+                   known_fingerprints=frozenset(state.signal_fingerprints if state else []))
+        node_before = node.snapshot()
+        _node_facts(run)
+        new_cards = cards_reconcile(run)
+        _orphan_signals(run)
+        book = EventBook(run, events_open_load(run, [c.pk for c in run.node_cards if c.pk]))
+        book.health()  # before the card write, so each card is written once with its final health
+        _write_cards(run, new_cards)
+        placements_write(run, new_cards)
+        book.apply()  # events need card ids
+        book.write()
+        nic_step = NicStep(run)
+        nic_step.reconcile()
+        nic_step.write()
+        SoftwareStep(run).reconcile_and_write()
+        _write_node(run, node_before, book.node_health())
+        if run.invalidate_nodes:
+            AgentState.objects.filter(node_id__in=run.invalidate_nodes).update(last_hash="")
+        run.summary["records"] = _records(run, report.correlation_id)
+
+        report.status = ReportStatus.APPLIED
+        report.summary = dict(run.summary)
+        report.duration_ms = int((time.monotonic() - started) * 1000) if started is not None else 0
+        report.save(force_insert=True)
+        state_values = {
+            "last_hash": observed.digest, "last_full_at": now, "last_report": report,
+            "last_collected_at": observed.collected_at,
+            "agent_version": observed.agent_version, "signal_fingerprints": book.fingerprints_to_remember(),
+        }
+        if state is None:
+            AgentState.objects.create(node_id=node.pk, reports_applied=1, **state_values)
+        else:
+            AgentState.objects.filter(pk=node.pk).update(reports_applied=F("reports_applied") + 1, **state_values)
+        if token is not None:
+            AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        book.hooks_call(report.correlation_id)
+    return dict(run.summary)
+
+
+def node_status_allows_reports(node: Node) -> bool:
+    """Decommissioned nodes keep their history frozen; their agent is refused (403)."""
+    return node.status != NodeStatus.DECOMMISSIONED

@@ -1,0 +1,50 @@
+"""Fixtures for the ingestion tests: a node with eight H100s and two HCAs, its agent token, a poster."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from cmdb import models as m
+from inventory_agents.services.health import health_policies_ensure
+from inventory_agents.services.tokens import agent_token_issue
+from tests.factories.cmdb import StockLocationFactory
+from tests.inventory_agents.server.ingest_support import REPORTS_URL, make_node
+
+
+@pytest.fixture(autouse=True)
+def _policies(db) -> None:
+    health_policies_ensure()
+
+
+@pytest.fixture
+def node() -> m.Node:
+    return make_node()
+
+
+@pytest.fixture
+def token(node) -> str:
+    return agent_token_issue(node=node).token
+
+
+@pytest.fixture
+def stock(node) -> m.StockLocation:
+    return StockLocationFactory(site=node.site)
+
+
+Poster = Callable[..., Any]
+
+
+@pytest.fixture
+def post(client: Client) -> Poster:
+    def _post(report: Any, token: str | None, **headers: str):
+        body = report if isinstance(report, bytes) else json.dumps(report).encode()
+        if token is not None:
+            headers.setdefault("HTTP_AUTHORIZATION", f"Bearer {token}")
+        return client.generic("POST", REPORTS_URL, body, content_type="application/json", **headers)
+
+    return _post
