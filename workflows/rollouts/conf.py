@@ -1,0 +1,68 @@
+"""Settings of the rollouts app (driver rollouts, node locks, provisioning), with their defaults.
+
+Production overrides any of them in `settings.GPUOPS_ROLLOUTS = {...}`; nothing else in the app reads settings.
+Adapters are dotted paths, so a deployment picks the SSH executor or the PXE webhook without code changes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+DEFAULTS: dict[str, Any] = {
+    # Runs driver install/rollback commands on nodes. The demo default only logs what it would run.
+    "EXECUTOR": "integrations.executors.dry_run.DryRunExecutor",
+    # Keyword arguments of the executor, e.g. for integrations.executors.ssh.SshExecutor:
+    # {"username": "gpuops", "key_file": "/etc/gpuops/ssh/id_ed25519", "known_hosts": "/etc/gpuops/ssh/known_hosts"}.
+    "EXECUTOR_OPTIONS": {},
+    # Drains and resumes nodes. "auto" uses the workflows app's scheduler registry when it is installed and a
+    # logging no-op otherwise; a dotted path forces one implementation (tests install a fake).
+    "SCHEDULER": "auto",
+    # Pushes switch port configuration during provisioning (integrations.ports.SwitchConfigurator).
+    "SWITCH_CONFIGURATOR": "workflows.rollouts.provisioning.switch_ports.LoggingSwitchConfigurator",
+    "SWITCH_CONFIGURATOR_OPTIONS": {},
+    # Hands a node to the PXE/OS install system.
+    "OS_INSTALLER": "integrations.os_install.fake.FakeOsInstaller",
+    "OS_INSTALLER_OPTIONS": {},
+    # Per node step timing (a rollout's own options override the timeouts).
+    "DRAIN_POLL_SECONDS": 30,
+    "DRAIN_TIMEOUT_MINUTES": 240,
+    "VERIFY_POLL_SECONDS": 30,
+    "VERIFY_TIMEOUT_MINUTES": 30,
+    "COMMAND_TIMEOUT_SECONDS": 1800,
+    # Transient adapter errors (TransientError) are retried this many times with capped exponential backoff.
+    "STEP_MAX_ATTEMPTS": 5,
+    "STEP_RETRY_BACKOFF_SECONDS": 5,
+    "STEP_RETRY_BACKOFF_MAX_SECONDS": 300,
+    # A step "running" longer than this is presumed lost with its worker and is requeued by the beat task.
+    "STEP_STUCK_AFTER_SECONDS": 2400,
+    # ETA before any node finished: the expected duration of one node (drain + install + reboot + verify).
+    "NODE_ESTIMATE_MINUTES": 25,
+    # Node statuses a rollout may touch; others are refused at planning with their status as the reason.
+    "ELIGIBLE_STATUSES": ["active"],
+    # Provisioning: burn-in window (the agent must report all expected cards healthy for this long) and polling.
+    "BURN_IN_WINDOW_MINUTES": 60,
+    "BURN_IN_POLL_SECONDS": 60,
+    "BURN_IN_TIMEOUT_MINUTES": 240,
+    "OS_INSTALL_TIMEOUT_MINUTES": 90,
+    "OS_INSTALL_POLL_SECONDS": 60,
+    # The baseline driver each accelerator vendor gets at provisioning: {vendor slug: [[component, version], ...]}.
+    # Empty: the newest package of the vendor's main driver component that supports the node's card model.
+    "BASELINE_DRIVERS": {},
+    # How often the progress panel polls.
+    "UI_POLL_SECONDS": 3,
+}
+
+# Periodic tasks. RolloutsConfig.ready() adds them to Celery's beat schedule unless the project's
+# CELERY_BEAT_SCHEDULE already has an entry of the same name (settings win).
+BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
+    "workflows.rollouts.wake_due": {"task": "workflows.rollouts.wake_due", "schedule": 15.0},
+}
+
+
+def rollouts_setting(name: str) -> Any:
+    """One setting: `settings.GPUOPS_ROLLOUTS[name]` if given, else the default above."""
+    if name not in DEFAULTS:
+        raise KeyError(f"Unknown rollouts setting {name!r}.")
+    return getattr(settings, "GPUOPS_ROLLOUTS", {}).get(name, DEFAULTS[name])
