@@ -35,7 +35,7 @@ def netmiko_session(target: CliTarget) -> Iterator[Any]:
     params: dict[str, Any] = {
         "device_type": target.platform, "host": target.host, "port": target.port, "username": target.username,
         "password": target.password, "conn_timeout": target.timeout_s, "auth_timeout": target.timeout_s,
-        "banner_timeout": target.timeout_s, "read_timeout_override": None, "fast_cli": False,
+        "banner_timeout": target.timeout_s,
     }
     if target.key_file:
         params.update(use_keys=True, key_file=target.key_file)
