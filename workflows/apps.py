@@ -1,7 +1,46 @@
+"""The workflows app: tickets and the workflow engine on Celery."""
+
+from __future__ import annotations
+
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
 
 
 class WorkflowsConfig(AppConfig):
     name = "workflows"
     verbose_name = "Workflows"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from cmdb.hooks import register_accelerator_failed
+        from cmdb.permissions import register_scope
+
+        from . import definitions, registry
+        from .models import Ticket
+        from .services.health import on_accelerator_failed
+
+        for wf in definitions.ALL:
+            registry.register(wf)
+        # Site and cluster technicians see the tickets of their site/cluster, as they see its inventory.
+        register_scope(Ticket, {"site": "site_id", "cluster": "cluster_id"})
+        register_accelerator_failed(on_accelerator_failed)
+        post_migrate.connect(_permissions_after_migrate, sender=self, dispatch_uid="workflows_transition_perms")
+        _beat_schedule_defaults()
+
+
+def _permissions_after_migrate(sender: AppConfig, **kwargs: object) -> None:
+    """Every transition's permission exists as a Permission row once the tables do."""
+    from .permissions import transition_permissions_ensure
+
+    transition_permissions_ensure()
+
+
+def _beat_schedule_defaults() -> None:
+    """Add the app's periodic tasks to Celery beat unless settings (CELERY_BEAT_SCHEDULE) name them already."""
+    from gpuops.celery import app
+
+    from .conf import BEAT_SCHEDULE
+
+    schedule = app.conf.beat_schedule
+    for name, entry in BEAT_SCHEDULE.items():
+        schedule.setdefault(name, dict(entry))

@@ -1,0 +1,56 @@
+"""The scheduler seam: what a workflow asks of Slurm or Kubernetes, and what it gets back.
+
+Steps depend on the `Scheduler` protocol only; `registry.scheduler_for(kind)` picks the implementation from
+settings (GPUOPS_WORKFLOWS["SCHEDULERS"]). Implementations raise only integrations.exceptions.TransientError
+(try again later) or PermanentError (will not work), and every call is idempotent: draining a drained node or
+resuming an active one succeeds without changing anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class SchedulerNode:
+    """A node as the scheduler knows it. `name` is the scheduler's node name (Slurm NodeName, k8s node name),
+    which for gpuops is the hostname."""
+
+    name: str
+    cluster: str = ""
+    cluster_kind: str = ""
+
+
+@dataclass(frozen=True)
+class SchedulerNodeState:
+    """What the scheduler says about a node right now."""
+
+    name: str
+    state: str  # the scheduler's own words, e.g. "IDLE+DRAIN" or "Ready,SchedulingDisabled"
+    is_schedulable: bool
+    is_drained: bool  # unschedulable and running no (non-daemon) work
+    running: int | None = None  # jobs / pods still running, when known
+    reason: str = ""
+
+
+@runtime_checkable
+class Scheduler(Protocol):
+    def drain(self, node: SchedulerNode, *, reason: str) -> None:
+        """Stop new work landing on the node and let running work finish (Slurm DRAIN, k8s cordon+drain)."""
+        ...
+
+    def resume(self, node: SchedulerNode) -> None:
+        """Make the node schedulable again (Slurm RESUME, k8s uncordon)."""
+        ...
+
+    def node_state(self, node: SchedulerNode) -> SchedulerNodeState:
+        """Read the node's scheduling state (is it drained yet?)."""
+        ...
+
+    def remove(self, node: SchedulerNode, *, reason: str) -> None:
+        """Take the node out of the cluster for good (decommission)."""
+        ...
+
+
+__all__ = ["Scheduler", "SchedulerNode", "SchedulerNodeState"]

@@ -1,0 +1,50 @@
+"""Picks the scheduler adapter for a cluster kind from settings; tests install a fake with `override`."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from django.utils.module_loading import import_string
+
+from .base import Scheduler
+
+_override: Scheduler | None = None
+_cache: dict[tuple[str, str], Scheduler] = {}
+
+
+def _config() -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+    from workflows.conf import workflows_setting
+
+    return workflows_setting("SCHEDULERS"), workflows_setting("SCHEDULER_OPTIONS")
+
+
+def scheduler_for(cluster_kind: str) -> Scheduler:
+    """The adapter for "slurm", "kubernetes" (or any kind named in settings), else the "default" one."""
+    if _override is not None:
+        return _override
+    paths, options = _config()
+    path = paths.get(cluster_kind) or paths.get("default") or "integrations.schedulers.noop.NoopScheduler"
+    key = (cluster_kind, path)
+    if key not in _cache:
+        _cache[key] = import_string(path)(**options.get(path, {}))
+    return _cache[key]
+
+
+@contextlib.contextmanager
+def override(scheduler: Scheduler) -> Iterator[Scheduler]:
+    """Use `scheduler` for every cluster kind inside the block (tests)."""
+    global _override
+    previous, _override = _override, scheduler
+    try:
+        yield scheduler
+    finally:
+        _override = previous
+
+
+def cache_clear() -> None:
+    _cache.clear()
+
+
+__all__ = ["cache_clear", "override", "scheduler_for"]

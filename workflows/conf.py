@@ -1,0 +1,61 @@
+"""Settings of the workflows app, with their defaults.
+
+Production overrides any of them in `settings.GPUOPS_WORKFLOWS = {...}`; nothing else reads settings directly.
+Adapters are dotted paths so a deployment picks Slurm over SSH, kubectl, email or a webhook without code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+DEFAULTS: dict[str, Any] = {
+    # Scheduler adapter per cluster kind ("slurm", "kubernetes"); "default" for nodes outside a cluster.
+    # The demo default logs what it would do; tests install the fake (integrations.schedulers.registry.override).
+    "SCHEDULERS": {"default": "integrations.schedulers.noop.NoopScheduler"},
+    # Keyword arguments per adapter path, e.g.
+    # {"integrations.schedulers.slurm.SlurmScheduler": {"ssh_host": "slurmctld01", "ssh_user": "gpuops"}}.
+    "SCHEDULER_OPTIONS": {},
+    # Notifiers every ticket notification goes through (each in its own retried task).
+    "NOTIFIERS": ["integrations.notifiers.email.EmailNotifier"],
+    "NOTIFIER_OPTIONS": {},
+    # Absolute base URL for links in notifications.
+    "BASE_URL": "http://127.0.0.1:8000",
+    # Repair: wait this long for the agent to report the new card healthy, polling at this interval.
+    "VERIFY_TIMEOUT_MINUTES": 60,
+    "VERIFY_POLL_SECONDS": 60,
+    # Repair: with no spare in stock, look again this often (the operator can also retry at once).
+    "SPARE_RECHECK_MINUTES": 30,
+    # Drain: poll the scheduler until the node runs no jobs; give up (step fails, operator decides) after.
+    "DRAIN_POLL_SECONDS": 30,
+    "DRAIN_TIMEOUT_MINUTES": 240,
+    # Repair tickets opened by the health hook start draining at once.
+    "REPAIR_AUTO_START": True,
+    "REPAIR_ASSIGNEE_GROUP": "dc-technicians",
+    "DECOMMISSION_APPROVALS_REQUIRED": 2,
+    "DECOMMISSION_ASSIGNEE_GROUP": "dc-technicians",
+    # Members of this group see and act on every ticket (plus the global permissions it is given).
+    "OPS_LEADS_GROUP": "ops-leads",
+    # Step retries on TransientError: exponential backoff from this base, capped.
+    "STEP_RETRY_BACKOFF_SECONDS": 5,
+    "STEP_RETRY_BACKOFF_MAX_SECONDS": 300,
+    # A run "running" longer than its time limit plus this grace is presumed lost with its worker.
+    "REAPER_GRACE_SECONDS": 120,
+    # How often the ticket page polls for step progress.
+    "UI_POLL_SECONDS": 3,
+}
+
+# Periodic tasks of the workflows app. Added to Celery's beat schedule in WorkflowsConfig.ready() unless the
+# project's CELERY_BEAT_SCHEDULE already has an entry of the same name (settings win).
+BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
+    "workflows.reap_stuck_runs": {"task": "workflows.reap_stuck_runs", "schedule": 60.0},
+    "workflows.wake_due_runs": {"task": "workflows.wake_due_runs", "schedule": 30.0},
+}
+
+
+def workflows_setting(name: str) -> Any:
+    """One setting: `settings.GPUOPS_WORKFLOWS[name]` if given, else the default above."""
+    if name not in DEFAULTS:
+        raise KeyError(f"Unknown workflows setting {name!r}.")
+    return getattr(settings, "GPUOPS_WORKFLOWS", {}).get(name, DEFAULTS[name])

@@ -1,0 +1,32 @@
+"""Models of the workflows app: tickets (with links, timeline, approvals, procurement needs) and runs."""
+
+from .runs import ACTIVE_STEP_STATUSES, StepEffect, StepLogLine, StepRun, StepStatus, TransitionLog
+from .tickets import (
+    Approval,
+    ApprovalDecision,
+    LinkRole,
+    ProcurementNeed,
+    Ticket,
+    TicketLink,
+    TicketPriority,
+    TimelineEntry,
+    TimelineKind,
+)
+
+__all__ = [
+    "ACTIVE_STEP_STATUSES",
+    "Approval",
+    "ApprovalDecision",
+    "LinkRole",
+    "ProcurementNeed",
+    "StepEffect",
+    "StepLogLine",
+    "StepRun",
+    "StepStatus",
+    "Ticket",
+    "TicketLink",
+    "TicketPriority",
+    "TimelineEntry",
+    "TimelineKind",
+    "TransitionLog",
+]

@@ -1,0 +1,252 @@
+"""Running automated steps: publish, claim, execute, record the outcome; and the two periodic sweeps.
+
+Life of a StepRun (workflows.models.StepRun):
+
+    pending --claim--> running --Done--> succeeded             (a system transition may follow)
+                          |----WaitForEvent/RetryLater--> waiting --due or signalled, claim--> running
+                          |----TransientError--> retry --Celery retry with backoff, claim--> running
+                          |----Failed / other error / attempts exhausted--> failed --operator retry--> pending
+    any active status --ticket leaves the state / cancel--> cancelled
+
+The claim is a compare-and-set on the run's own row (one UPDATE ... WHERE id = %s AND status IN (...)), so two
+deliveries of the same message cannot both run the step. A worker that dies mid-step leaves the run
+`running`: `runs_reap_stuck` (beat, `workflows.reap_stuck_runs`) requeues it once its time limit has passed,
+and its effects already done are not repeated (StepContext.effect/external). Waiting runs are requeued by
+`runs_wake_due` (beat, `workflows.wake_due_runs`) rather than by long-countdown messages, which Redis
+redelivers after its visibility timeout.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import socket
+import traceback
+from dataclasses import dataclass
+
+from celery.exceptions import SoftTimeLimitExceeded
+from celery.utils.time import get_exponential_backoff_interval
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from gpuops.context import ChangeSource, change_context
+from integrations.exceptions import TransientError
+
+from .conf import workflows_setting
+from .engine import notify_on_commit, run_enqueue_on_commit, timeline_add, transition_apply
+from .models import StepRun, StepStatus, Ticket, TimelineKind
+from .registry import workflow
+from .steps import Done, Failed, StepContext, StepOutcome, WaitForEvent
+
+logger = logging.getLogger(__name__)
+
+CLAIMABLE = Q(status__in=[StepStatus.PENDING, StepStatus.RETRY])
+
+
+@dataclass(frozen=True)
+class RetryRequest:
+    """The attempt hit a TransientError; the task should retry after `countdown` seconds."""
+
+    countdown: float
+    error: Exception
+
+
+def run_publish(*, run_id: str, time_limit_s: int = 300) -> None:
+    """Publish the task of a run (called on commit). Its task id is the run id."""
+    from .tasks import step_run_task
+
+    step_run_task.apply_async(args=[run_id], task_id=run_id, soft_time_limit=time_limit_s,
+                              time_limit=time_limit_s + 30)
+
+
+def _claim(run_id: str, now: dt.datetime, worker: str) -> bool:
+    due_wait = Q(status=StepStatus.WAITING, wake_at__lte=now)
+    return bool(StepRun.objects.filter(CLAIMABLE | due_wait, pk=run_id).update(
+        status=StepStatus.RUNNING, attempts=F("attempts") + 1, started_at=now, updated_at=now, worker=worker[:200]))
+
+
+def step_execute(run_id: str, *, worker: str = "") -> RetryRequest | None:
+    """Claim run `run_id` and run one attempt of its step; record the outcome.
+
+    Returns a RetryRequest when the attempt should be retried (TransientError with attempts left), else None.
+    A run that is not claimable (done, claimed by another delivery, cancelled, not yet due, ticket paused)
+    is left alone.
+    """
+    now = timezone.now()
+    run = StepRun.objects.filter(pk=run_id).select_related("ticket", "actor").first()
+    if run is None:
+        logger.warning("step run %s does not exist; message dropped", run_id)
+        return None
+    if run.ticket.is_paused:
+        logger.info("step run %s: ticket %s is paused; the run waits for resume", run_id, run.ticket_id)
+        return None
+    if not _claim(run_id, now, worker or socket.gethostname()):
+        logger.info("step run %s not claimable (status %s); nothing to do", run_id, run.status)
+        return None
+    run.refresh_from_db()
+    ticket = run.ticket
+    wf = workflow(ticket.type)
+    spec = wf.step_spec(run.step)
+    ctx = StepContext(run=run, ticket=ticket, now=now)
+    if run.attempts == 1:
+        timeline_add(ticket=ticket, kind=TimelineKind.STEP, step_run=run, message=f"Step '{spec.label}' started")
+    ctx.log(f"attempt {run.attempts}/{run.max_attempts} on {run.worker}")
+    try:
+        # Every CMDB change the step makes carries the ticket's correlation id and the source "workflow".
+        with change_context(source=ChangeSource.WORKFLOW, correlation_id=ticket.correlation_id, actor=run.actor):
+            outcome = spec.fn(ctx)
+    except (TransientError, SoftTimeLimitExceeded) as exc:
+        return _on_transient(run, ctx, spec.label, exc)
+    except Exception as exc:
+        # Deliberately broad: any bug or PermanentError fails this run visibly instead of killing the task.
+        ctx.log("".join(traceback.format_exception_only(type(exc), exc)).strip(), level="error")
+        outcome = Failed(reason=f"{type(exc).__name__}: {exc}")
+    _outcome_apply(run, ctx, spec.label, outcome)
+    return None
+
+
+def _backoff(attempt: int) -> float:
+    return float(get_exponential_backoff_interval(
+        factor=workflows_setting("STEP_RETRY_BACKOFF_SECONDS"), retries=max(attempt - 1, 0),
+        maximum=workflows_setting("STEP_RETRY_BACKOFF_MAX_SECONDS"), full_jitter=True) or 1)
+
+
+def _on_transient(run: StepRun, ctx: StepContext, label: str, exc: Exception) -> RetryRequest | None:
+    ctx.log(f"transient error: {exc}", level="warning")
+    if run.attempts >= run.max_attempts:
+        _outcome_apply(run, ctx, label, Failed(reason=f"gave up after {run.attempts} attempts: {exc}"))
+        return None
+    countdown = _backoff(run.attempts)
+    now = timezone.now()
+    with transaction.atomic():
+        updated = StepRun.objects.filter(pk=run.pk, status=StepStatus.RUNNING).update(
+            status=StepStatus.RETRY, wake_at=now + dt.timedelta(seconds=countdown), error=str(exc)[:1000],
+            state=ctx.state, updated_at=now)
+        if updated:
+            timeline_add(ticket=run.ticket, kind=TimelineKind.STEP, step_run=run,
+                         message=f"Step '{label}': attempt {run.attempts} failed ({exc}); "
+                                 f"retrying in {countdown:.0f} s")
+    ctx.flush_log()
+    return RetryRequest(countdown=countdown, error=exc) if updated else None
+
+
+def _outcome_apply(run: StepRun, ctx: StepContext, label: str, outcome: StepOutcome) -> None:
+    """Record the outcome and take its transition, in one transaction with the ticket locked."""
+    now = timezone.now()
+    with transaction.atomic():
+        locked = StepRun.objects.select_for_update().get(pk=run.pk)
+        if locked.status != StepStatus.RUNNING:
+            # Cancelled (or reaped) while it ran: its effects stay recorded, its verdict is void.
+            ctx.log(f"run became {locked.status} while running; outcome {type(outcome).__name__} discarded",
+                    level="warning")
+            ctx.flush_log()
+            return
+        ticket = Ticket.objects.select_for_update().get(pk=run.ticket_id)
+        if outcome.data:
+            ticket.data.update(outcome.data)
+            ticket.save(update_fields=["data", "updated_at"])
+        # A waiting run re-checks quietly: only the first wait (or a changed message) reaches the timeline.
+        quiet = isinstance(outcome, WaitForEvent) and ctx.state.get("_last_wait_message") == outcome.message
+        if isinstance(outcome, WaitForEvent):
+            ctx.state["_last_wait_message"] = outcome.message
+        locked.state = ctx.state
+        locked.updated_at = now
+        if isinstance(outcome, Done):
+            locked.status, locked.ended_at, locked.error, locked.wake_at = StepStatus.SUCCEEDED, now, "", None
+            message = f"Step '{label}' succeeded" + (f": {outcome.message}" if outcome.message else "")
+        elif isinstance(outcome, WaitForEvent):
+            locked.status, locked.wait_key = StepStatus.WAITING, outcome.key
+            locked.wake_at = now + outcome.recheck_in
+            locked.attempts = 0  # waiting is not failing: every recheck gets the full retry budget
+            message = f"Step '{label}' waiting" + (f": {outcome.message}" if outcome.message else "")
+        else:
+            locked.status, locked.ended_at, locked.error = StepStatus.FAILED, now, outcome.reason[:4000]
+            message = f"Step '{label}' failed: {outcome.reason}"
+        locked.save()
+        if not quiet:
+            timeline_add(ticket=ticket, kind=TimelineKind.STEP, step_run=locked, message=message)
+        if isinstance(outcome, Failed):
+            notify_on_commit(ticket, "step_failed", f"{ticket.reference}: {message}")
+        ctx.log(message)
+        if outcome.transition:
+            _take(ticket, locked, outcome.transition, ctx)
+    ctx.flush_log()
+
+
+def _take(ticket: Ticket, run: StepRun, name: str, ctx: StepContext) -> None:
+    wf = workflow(ticket.type)
+    if ticket.state not in wf.transition(name).sources:
+        ctx.log(f"ticket is '{ticket.state}'; transition '{name}' no longer applies", level="warning")
+        return
+    transition_apply(ticket=ticket, name=name, system=True, actor=run.actor, by_run=run)
+
+
+# --- periodic sweeps ----------------------------------------------------------------------------------------------
+
+
+def runs_reap_stuck(*, now: dt.datetime | None = None) -> int:
+    """Requeue runs whose worker is presumed lost; fail those out of attempts. Returns how many were touched.
+
+    - running past its time limit + grace: the worker died or hung (acks_late redelivery finds the run
+      claimed and leaves it, so this is what resumes it);
+    - retry or pending far past when its message was due: the message was lost (broker down at publish).
+    """
+    now = now or timezone.now()
+    grace = dt.timedelta(seconds=workflows_setting("REAPER_GRACE_SECONDS"))
+    touched = 0
+    running = StepRun.objects.filter(status=StepStatus.RUNNING, started_at__lt=now - grace).select_related("ticket")
+    for run in running:
+        if run.started_at + dt.timedelta(seconds=run.time_limit_s) + grace > now:
+            continue
+        exhausted = run.attempts >= run.max_attempts
+        with transaction.atomic():
+            # Compare-and-set on (status, started_at): a run that just finished or was re-claimed is not ours.
+            updated = StepRun.objects.filter(pk=run.pk, status=StepStatus.RUNNING, started_at=run.started_at).update(
+                status=StepStatus.FAILED if exhausted else StepStatus.RETRY, updated_at=now,
+                ended_at=now if exhausted else None, error=f"worker lost during attempt {run.attempts}")
+            if not updated:
+                continue
+            touched += 1
+            what = "failed: attempts exhausted" if exhausted else "requeued"
+            timeline_add(ticket=run.ticket, kind=TimelineKind.STEP, step_run=run,
+                         message=f"Step '{run.step}' stuck running since {run.started_at:%H:%M:%S}; {what}")
+            if exhausted:
+                notify_on_commit(run.ticket, "step_failed", f"{run.ticket.reference}: step '{run.step}' lost")
+            else:
+                run_enqueue_on_commit(run)
+    lost = StepRun.objects.filter(
+        Q(status=StepStatus.RETRY, wake_at__lt=now - grace) | Q(status=StepStatus.PENDING, created_at__lt=now - grace),
+        ticket__is_paused=False)
+    for run in lost:
+        if (run.wake_at or run.created_at) + dt.timedelta(seconds=run.time_limit_s) + grace > now:
+            continue
+        with transaction.atomic():
+            run_enqueue_on_commit(run)
+        touched += 1
+    return touched
+
+
+def runs_wake_due(*, now: dt.datetime | None = None) -> int:
+    """Requeue waiting runs whose recheck time has come. Returns how many were queued."""
+    now = now or timezone.now()
+    due = list(StepRun.objects.filter(status=StepStatus.WAITING, wake_at__lte=now, ticket__is_paused=False))
+    for run in due:
+        with transaction.atomic():
+            run_enqueue_on_commit(run)
+    return len(due)
+
+
+def runs_wake_for_event(key: str) -> int:
+    """Wake the runs waiting for event `key` now (e.g. 'accelerator:42:healthy' after an agent report).
+    Safe to call inside the caller's transaction: the runs are queued after it commits."""
+    now = timezone.now()
+    runs = list(StepRun.objects.filter(status=StepStatus.WAITING, wait_key=key))
+    StepRun.objects.filter(pk__in=[r.pk for r in runs]).update(wake_at=now, updated_at=now)
+    for run in runs:
+        run_enqueue_on_commit(run)
+    return len(runs)
+
+
+__all__ = ["RetryRequest", "run_publish", "runs_reap_stuck", "runs_wake_due", "runs_wake_for_event",
+           "step_execute"]

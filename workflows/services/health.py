@@ -1,0 +1,69 @@
+"""The receiver of cmdb.hooks.accelerator_failed: one open repair ticket per failed card.
+
+It runs inside the caller's transaction (agent ingestion), so the ticket, its timeline entry and the failed
+card's state commit together, and the drain step is queued only after that commit. A repeated signal for a
+card with an open ticket adds a timeline entry instead of a second ticket; the partial unique constraint on
+Ticket.dedup_key settles two ingestions racing for the same card.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import IntegrityError, transaction
+
+from cmdb.hooks import AcceleratorFailure
+from cmdb.models import Accelerator
+
+from ..conf import workflows_setting
+from ..definitions.repair import dedup_key_for
+from ..engine import timeline_add
+from ..models import Ticket, TicketPriority, TimelineKind
+from ..runner import runs_wake_for_event
+
+logger = logging.getLogger(__name__)
+
+
+def _signal_text(failure: AcceleratorFailure) -> str:
+    code = f" {failure.code}" if failure.code else ""
+    return f"{failure.kind}{code}: {failure.message}".strip()
+
+
+def _signal_data(failure: AcceleratorFailure) -> dict:
+    return {"kind": failure.kind, "code": failure.code, "message": failure.message[:300],
+            "health_event_id": failure.health_event_id, "is_repeat": failure.is_repeat}
+
+
+@transaction.atomic
+def on_accelerator_failed(failure: AcceleratorFailure) -> Ticket:
+    """Open a repair ticket for the failed card, or add the signal to the card's open ticket. Returns it."""
+    from ..engine import ticket_create
+
+    key = dedup_key_for(failure.accelerator_id)
+    open_ticket = Ticket.objects.select_for_update().filter(dedup_key=key, is_open=True).first()
+    if open_ticket is None:
+        card = Accelerator.objects.select_related("model", "node").get(pk=failure.accelerator_id)
+        title = f"{card.model} {card} failed in {card.node} slot {card.slot_index}: {failure.kind} {failure.code}"
+        try:
+            with transaction.atomic():  # a savepoint: losing the race must not spoil the caller's transaction
+                ticket = ticket_create(type_="repair", title=title.strip(), requester=None,
+                                       priority=TicketPriority.HIGH, inputs={"accelerator": card},
+                                       description=failure.message, dedup_key=key,
+                                       start=bool(workflows_setting("REPAIR_AUTO_START")))
+                ticket.data["signal"] = _signal_data(failure)
+                ticket.save(update_fields=["data", "updated_at"])
+                timeline_add(ticket=ticket, kind=TimelineKind.SIGNAL, message=f"Health signal: {_signal_text(failure)}",
+                             data=_signal_data(failure))
+                return ticket
+        except IntegrityError:
+            logger.info("repair for card %s opened concurrently; adding the signal to it", failure.accelerator_id)
+            open_ticket = Ticket.objects.get(dedup_key=key, is_open=True)
+    timeline_add(ticket=open_ticket, kind=TimelineKind.SIGNAL, data=_signal_data(failure),
+                 message=f"Repeated health signal: {_signal_text(failure)}")
+    return open_ticket
+
+
+def on_accelerator_reported(accelerator_id: int) -> int:
+    """For ingestion, once a report about a card committed: wake a repair verifying that card now rather than
+    at its next poll. Returns how many runs were woken."""
+    return runs_wake_for_event(f"accelerator:{accelerator_id}:reported")
