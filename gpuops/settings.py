@@ -160,6 +160,18 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    # Several CMDB models have a `kind`/`status`/`role`/`action` with different choices: name each enum after
+    # its TextChoices so clients get stable names (NodeStatusEnum, not Status2f7Enum).
+    "ENUM_NAME_OVERRIDES": {
+        f"{name}Enum": f"cmdb.models.{name}"
+        for name in (
+            "ClusterKind", "TenantKind", "PartKind", "ComponentKind", "NicKind", "PlacementKind", "FabricKind",
+            "StockLocationKind", "RackStatus", "NodeStatus", "SwitchStatus", "LinkStatus", "PartItemStatus",
+            "NodeRole", "SwitchRole", "HealthAction", "ChangeAction", "LinkState", "AcceleratorLifecycle",
+            "Health", "Severity", "DriverComponent", "CableType", "FabricPurpose", "Interconnect", "FormFactor",
+            "RackCooling", "RackFace",
+        )
+    },
 }
 
 # --- Celery ---------------------------------------------------------------------------------------------------

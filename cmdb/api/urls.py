@@ -1,1 +1,60 @@
-urlpatterns: list = []
+"""The CMDB API, mounted at /api/cmdb/ (see gpuops/api_urls.py)."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, JsonResponse
+from django.urls import include, path, re_path
+
+from gpuops.api.exceptions import error_body
+from gpuops.api.routers import BulkRouter
+
+from .views import inventory as v
+from .views.auth import TokenView
+from .views.summary import FleetSummaryView
+
+app_name = "cmdb-api"
+
+router = BulkRouter()
+router.register("sites", v.SiteViewSet)
+router.register("rooms", v.RoomViewSet)
+router.register("racks", v.RackViewSet)
+router.register("clusters", v.ClusterViewSet)
+router.register("tenants", v.TenantViewSet)
+router.register("vendors", v.VendorViewSet)
+router.register("accelerator-models", v.AcceleratorModelViewSet)
+router.register("server-models", v.ServerModelViewSet)
+router.register("part-models", v.PartModelViewSet)
+router.register("tags", v.TagViewSet)
+router.register("driver-packages", v.DriverPackageViewSet)
+router.register("health-policies", v.HealthPolicyViewSet)
+router.register("nodes", v.NodeViewSet)
+router.register("components", v.ComponentViewSet)
+router.register("nics", v.NicViewSet)
+router.register("nic-ports", v.NicPortViewSet)
+router.register("installed-software", v.InstalledSoftwareViewSet)
+router.register("health-events", v.HealthEventViewSet)
+router.register("accelerators", v.AcceleratorViewSet)
+router.register("accelerator-placements", v.AcceleratorPlacementViewSet)
+router.register("stock-locations", v.StockLocationViewSet)
+router.register("part-items", v.PartItemViewSet)
+router.register("fabrics", v.FabricViewSet)
+router.register("switches", v.SwitchViewSet)
+router.register("switch-ports", v.SwitchPortViewSet)
+router.register("links", v.LinkViewSet)
+router.register("changes", v.ChangeRecordViewSet)
+
+
+def api_not_found(request: HttpRequest, *args: object, **kwargs: object) -> JsonResponse:
+    """Unknown paths under /api/cmdb/ answer in the API's error shape, not Django's HTML 404 page."""
+    hint = " (API paths end with a slash)" if not request.path.endswith("/") else ""
+    body = error_body(code="not_found", message=f"No API endpoint at {request.path}{hint}.",
+                      request_id=getattr(request, "request_id", ""))
+    return JsonResponse(body, status=404)
+
+
+urlpatterns = [
+    path("summary/", FleetSummaryView.as_view(), name="summary"),
+    path("auth/token/", TokenView.as_view(), name="auth-token"),
+    path("", include(router.urls)),
+    re_path(r"^.*$", api_not_found),
+]

@@ -1,0 +1,50 @@
+"""Catalog data: vendors, hardware models, tags, driver packages (the compatibility matrix), health policies."""
+
+from __future__ import annotations
+
+from ... import models as m
+from ..base import CmdbSerializer
+
+
+class VendorSerializer(CmdbSerializer):
+    class Meta:
+        model = m.Vendor
+        fields = "__all__"
+
+
+class AcceleratorModelSerializer(CmdbSerializer):
+    class Meta:
+        model = m.AcceleratorModel
+        fields = "__all__"
+
+
+class ServerModelSerializer(CmdbSerializer):
+    class Meta:
+        model = m.ServerModel
+        fields = "__all__"
+
+
+class PartModelSerializer(CmdbSerializer):
+    class Meta:
+        model = m.PartModel
+        fields = "__all__"
+
+
+class TagSerializer(CmdbSerializer):
+    class Meta:
+        model = m.Tag
+        fields = "__all__"
+
+
+class DriverPackageSerializer(CmdbSerializer):
+    """A driver/firmware/toolkit version; `supported_models` is its row of the compatibility matrix."""
+
+    class Meta:
+        model = m.DriverPackage
+        fields = "__all__"
+
+
+class HealthPolicySerializer(CmdbSerializer):
+    class Meta:
+        model = m.HealthPolicy
+        fields = "__all__"

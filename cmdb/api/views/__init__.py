@@ -1,0 +1,1 @@
+"""CMDB API views: model endpoints (inventory), the fleet summary and API tokens."""

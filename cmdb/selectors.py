@@ -1,0 +1,56 @@
+"""Reads of the CMDB that are more than a filtered list: permission-scoped at the source (`user` first)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.contenttypes.models import ContentType
+from django.db.models import Count, QuerySet
+
+from .models import Accelerator, ChangeRecord, Node
+from .permissions import restrict
+
+
+def _counts(queryset: QuerySet, field: str) -> dict[str, int]:
+    """{value: count} in one GROUP BY query (NULL grouped as "none")."""
+    rows = queryset.order_by().values(field).annotate(n=Count("id")).values_list(field, "n")
+    return {str(value) if value is not None else "none": n for value, n in sorted(rows, key=lambda r: str(r[0]))}
+
+
+def fleet_summary(*, user: AbstractBaseUser) -> dict[str, Any]:
+    """Accelerator counts by site, vendor, model, health and lifecycle, and node counts by status and health.
+
+    Only what `user` may see is counted. Each breakdown is one aggregate query over the restricted rows.
+    """
+    cards = restrict(Accelerator.objects.all(), user, "view")
+    nodes = restrict(Node.objects.all(), user, "view")
+    by_site = _counts(cards, "site__code")
+    by_status = _counts(nodes, "status")
+    return {
+        "accelerators": {
+            "total": sum(by_site.values()),
+            "by_site": by_site,
+            "by_vendor": _counts(cards, "model__vendor__slug"),
+            "by_model": _counts(cards, "model__name"),
+            "by_health": _counts(cards, "health"),
+            "by_lifecycle": _counts(cards, "lifecycle"),
+        },
+        "nodes": {
+            "total": sum(by_status.values()),
+            "by_status": by_status,
+            "by_health": _counts(nodes, "health"),
+        },
+    }
+
+
+def node_history(*, node: Node) -> QuerySet:
+    """The change records of one node, newest first (the caller has checked the node is visible)."""
+    return ChangeRecord.objects.filter(
+        content_type=ContentType.objects.get_for_model(Node), object_id=node.pk
+    ).select_related("actor", "content_type").order_by("-at", "-id")
+
+
+def change_list(*, user: AbstractBaseUser) -> QuerySet:
+    """The global change history: only for users with the global view permission on change records."""
+    return restrict(ChangeRecord.objects.select_related("actor", "content_type"), user, "view")
