@@ -84,8 +84,8 @@ def spooled_files(spool_dir: str) -> List[str]:
     """Spooled reports, oldest first (names start with a sortable UTC timestamp)."""
     try:
         names = [n for n in os.listdir(spool_dir) if n.endswith(".json") and not n.startswith(".")]
-    except FileNotFoundError:
-        return []
+    except OSError:
+        return []  # no spool yet (or not a directory: spool() will say so when it is needed)
     return [os.path.join(spool_dir, n) for n in sorted(names)]
 
 
