@@ -1,0 +1,1 @@
+"""Procurement services (the writes): requests and approvals, PO placement, receiving, event handling."""
