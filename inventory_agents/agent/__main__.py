@@ -90,6 +90,11 @@ def _read_token(path: str) -> str:
             token = handle.read().strip()
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError("cannot read token file {}: {}".format(path, exc)) from exc
+    try:
+        if os.stat(path).st_mode & 0o004:
+            log.warning("token file %s is readable by everyone; chmod 600 it", path)
+    except OSError:
+        pass
     if not token or any(ch.isspace() for ch in token):
         raise UsageError("token file {} must hold one token (it is empty or has several words)".format(path))
     return token

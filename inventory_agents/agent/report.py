@@ -92,15 +92,22 @@ def _merge(report: Dict[str, Any], fragment: Fragment) -> None:
             report.setdefault(key, []).extend(fragment[key])
 
 
-def _is_nvidia(device: Dict[str, Any]) -> bool:
-    if device.get("vendor_id"):
-        return device["vendor_id"] == "10de"
-    return "nvidia" in (device.get("vendor") or "").lower()
+def _is_nvidia_gpu(device: Dict[str, Any]) -> bool:
+    """An NVIDIA VGA / 3D controller on the bus (not its audio function, not an NVSwitch)."""
+    nvidia_vendor = device.get("vendor_id") == "10de" or (
+        not device.get("vendor_id") and "nvidia" in (device.get("vendor") or "").lower()
+    )
+    class_id = device.get("class_id")
+    is_gpu = (
+        class_id in ("0300", "0302")
+        if class_id
+        else any(word in (device.get("class") or "").lower() for word in ("vga", "3d controller"))
+    )
+    return nvidia_vendor and is_gpu
 
 
-def _stub_card(bus: str, pci_devices: List[Dict[str, Any]]) -> Dict[str, Any]:
-    """A card the kernel logged Xids for but nvidia-smi did not list (fallen off the bus, or the tool failed)."""
-    lspci = next((d for d in pci_devices if d.get("slot") == bus and _is_nvidia(d)), None)
+def _stub_card(bus: str, lspci: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """A card nvidia-smi did not list: seen on the PCI bus, or only in Xid lines (fallen off the bus)."""
     card: Dict[str, Any] = {key: None for key in ACCELERATOR_KEYS}
     card.update(vendor="nvidia", pci_bus_id=bus, seen_by_tool=False, health=nvidia.new_health())
     if lspci is not None:
@@ -110,10 +117,14 @@ def _stub_card(bus: str, pci_devices: List[Dict[str, Any]]) -> Dict[str, Any]:
     return card
 
 
-def attach_xid_events(
+def complete_nvidia_cards(
     accelerators: List[Dict[str, Any]], pci_devices: List[Dict[str, Any]], events: List[Dict[str, Any]]
 ) -> Fragment:
-    """Xid events onto the NVIDIA cards by PCI address; works on a copy and returns the new accelerator list."""
+    """Add the NVIDIA GPUs nvidia-smi missed (from lspci and Xid lines) and attach Xid events by PCI address.
+
+    Works on a copy and returns the new accelerator list, so a failure here leaves the report untouched.
+    "Expected 8, saw 7" is exactly the case ops must see: the eighth card stays in the report, unseen.
+    """
     cards = copy.deepcopy(accelerators)
     by_bus: Dict[str, Dict[str, Any]] = {}
     for card in cards:
@@ -122,7 +133,12 @@ def attach_xid_events(
         for bus in [card.get("pci_bus_id")] + [chip.get("pci_bus_id") for chip in card.get("chips") or []]:
             if bus:
                 by_bus[bus] = card
-    touched: Dict[int, Dict[str, Any]] = {}
+    gpus_on_bus = {d["slot"]: d for d in pci_devices if d.get("slot") and _is_nvidia_gpu(d)}
+    stubs = []
+    for bus, device in gpus_on_bus.items():
+        if bus not in by_bus:
+            by_bus[bus] = _stub_card(bus, device)
+            stubs.append(by_bus[bus])
     unmatched = 0
     for event in events:
         bus = event.get("pci_bus_id")
@@ -131,14 +147,17 @@ def attach_xid_events(
             continue
         card = by_bus.get(bus)
         if card is None:
-            card = by_bus[bus] = _stub_card(bus, pci_devices)
-            cards.append(card)
+            card = by_bus[bus] = _stub_card(bus, None)
+            stubs.append(card)
         card["health"].setdefault("xid_events", []).append(xid.public(event))
-        touched[id(card)] = card
-    for card in touched.values():
+        if card.get("seen_by_tool") is not False:
+            nvidia.grade(card)
+    for card in stubs:
         nvidia.grade(card)
-        if card.get("seen_by_tool") is False and card["health"]["status"] == "ok":
+        card["health"]["reasons"].append("not listed by nvidia-smi")
+        if card["health"]["status"] == "ok":
             card["health"]["status"] = "unknown"
+    cards.extend(sorted(stubs, key=lambda c: c["pci_bus_id"]))
     errors = []
     if unmatched:
         errors.append({"collector": "xid", "error": "{} Xid line(s) without a readable PCI address".format(unmatched)})
@@ -178,19 +197,21 @@ def build_report(
     xid_state = None
     for name, fn in COLLECTORS:
         fragment = run_collector(name, fn, source, state_dir)
-        if name == "xid" and fragment.get("xid_events") is not None:
-            events = fragment["xid_events"]
-            attached = run_collector(
-                "xid",
-                lambda s, d, e=events: attach_xid_events(report["accelerators"], report["pci_devices"], e),
+        if name == "xid":
+            # Runs even without a kernel log: lspci alone can show a GPU nvidia-smi no longer lists.
+            events = fragment.pop("xid_events", None) or []
+            xid_state = fragment.pop("_xid_state", None)
+            completed = run_collector(
+                "nvidia",
+                lambda s, d, e=events: complete_nvidia_cards(report["accelerators"], report["pci_devices"], e),
                 source,
                 state_dir,
             )
-            if "accelerators" in attached:
-                report["accelerators"] = attached.pop("accelerators")
-                xid_state = fragment.get("_xid_state")
-            _merge(report, attached)
-            continue
+            if "accelerators" in completed:
+                report["accelerators"] = completed.pop("accelerators")
+            else:
+                xid_state = None  # the events were not reported: do not remember them as sent
+            _merge(report, completed)
         _merge(report, fragment)
     for key in SYSTEM_KEYS:
         report["system"].setdefault(key, None)

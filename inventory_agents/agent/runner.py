@@ -95,6 +95,19 @@ FILES: Dict[str, Sequence[str]] = {
     "dtk-version.txt": ("/opt/dtk/.info/version", "/opt/dtk/.info/rocm_version"),
 }
 NPU_SMI_TYPES = ("board", "health", "ecc", "usages", "common")
+# Where the tools live when the agent runs from cron or systemd with a minimal PATH (dmidecode in /usr/sbin,
+# hy-smi under hyhal, rocm-smi under the DTK).
+EXTRA_TOOL_DIRS = (
+    "/usr/local/sbin",
+    "/usr/local/bin",
+    "/usr/sbin",
+    "/usr/bin",
+    "/sbin",
+    "/bin",
+    "/opt/hyhal/bin",
+    "/usr/local/hyhal/bin",
+    "/opt/dtk/bin",
+)
 
 
 class ToolError(Exception):
@@ -218,8 +231,10 @@ class LiveSource(Source):
     def __init__(self, timeout: float = DEFAULT_TIMEOUT_S, path: Optional[str] = None) -> None:
         self.timeout = timeout
         self.env = dict(os.environ)
-        if path is not None:
-            self.env["PATH"] = path
+        if path is None:
+            dirs = [d for d in self.env.get("PATH", "").split(os.pathsep) if d]
+            path = os.pathsep.join(dirs + [d for d in EXTRA_TOOL_DIRS if d not in dirs])
+        self.env["PATH"] = path
         # Parsers rely on English, dot-decimal output.
         self.env["LC_ALL"] = "C"
         self._cache: Dict[str, Optional[str]] = {}

@@ -24,7 +24,6 @@ _KEEP_CLASS_WORDS = (
     "co-processor",
     "coprocessor",
 )
-_ACCELERATOR_VENDORS = {"10de", "19e5", "1d94"}  # NVIDIA, Huawei, Hygon (Chengdu Haiguang)
 _ID_RE = re.compile(r"^(.*?)\s*\[([0-9a-fA-F]{4})\]$")
 
 
@@ -96,12 +95,3 @@ def collect(source: Source) -> Fragment:
     if text is None:
         return {}
     return {"pci_devices": [device for device in parse_lspci(text) if is_interesting(device)]}
-
-
-def accelerator_vendor(device: Dict[str, Any]) -> Optional[str]:
-    vendor_id = device.get("vendor_id")
-    return (
-        {"10de": "nvidia", "19e5": "ascend", "1d94": "hygon"}.get(vendor_id or "")
-        if vendor_id in _ACCELERATOR_VENDORS
-        else None
-    )

@@ -121,3 +121,30 @@ def test_live_collect_uses_state_and_returns_the_next_one(tmp_path):
     assert "--since" in source.argv  # bounded by the last reported event, across reboots
     assert len(fragment["_xid_state"]["recent_hashes"]) == 3
     json.dumps(fragment["_xid_state"])
+
+
+def _lspci_device(slot: str, cls: str, class_id: str, device: str, device_id: str) -> str:
+    return (
+        f"Slot:\t{slot}\nClass:\t{cls} [{class_id}]\nVendor:\tNVIDIA Corporation [10de]\n"
+        f"Device:\t{device} [{device_id}]\n\n"
+    )
+
+
+def test_gpu_on_the_bus_but_missing_from_nvidia_smi(shared_fixtures, report_validator):
+    """Expected 8, saw 7: the card lspci shows and nvidia-smi does not list stays in the report, unseen."""
+    xml = (shared_fixtures / "nvidia-smi-xml" / "telegraf_a100-sxm4-80gb_4gpu_mig_driver535_v12.xml").read_text()
+    lspci = _lspci_device("0000:01:00.0", "3D controller", "0302", "GA100 [A100 SXM4 80GB]", "20b2")
+    lspci += _lspci_device("0000:41:00.0", "3D controller", "0302", "GA100 [A100 SXM4 80GB]", "20b2")
+    lspci += _lspci_device("0000:41:00.1", "Audio device", "0403", "GA100 High Definition Audio", "1aef")
+    lspci += _lspci_device("0000:c4:00.0", "Bridge", "0680", "GA100 [A100 NVSwitch]", "1af1")
+    report, _ = build_report(DictSource({"nvidia-smi-q-x.xml": xml, "lspci-vmm.txt": lspci}))
+    assert_valid(report_validator, report)
+    listed, unseen = report["accelerators"]
+    assert listed["serial"] == "1650522003820" and listed["health"]["status"] == "ok"
+    assert (unseen["pci_bus_id"], unseen["model"], unseen["seen_by_tool"]) == (
+        "0000:41:00.0",
+        "GA100 [A100 SXM4 80GB]",
+        False,
+    )
+    assert unseen["health"]["status"] == "unknown"
+    assert unseen["health"]["reasons"] == ["not listed by nvidia-smi"]
