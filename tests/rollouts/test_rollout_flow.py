@@ -1,0 +1,146 @@
+"""A driver rollout across a demo cluster, end to end with fakes (eager Celery): canary, waves, a node whose
+verification fails and is rolled back, the failure budget pausing the rollout, resume, roll back all."""
+
+from __future__ import annotations
+
+import pytest
+
+from cmdb import models as m
+from workflows.rollouts.locks import LockOwner, node_locks_acquire
+from workflows.rollouts.models import NodeLock, NodeRun, NodeRunState, Rollout, RolloutStatus, WaveStatus
+from workflows.rollouts.options import RolloutOptions
+from workflows.rollouts.selectors import NodeSelector
+from workflows.rollouts.services import (
+    rollout_create,
+    rollout_resume,
+    rollout_rollback_all,
+    rollout_start,
+)
+
+TARGET = "570.133.20"
+BASELINE = "550.127.05"
+
+
+def _package(version: str = TARGET) -> m.DriverPackage:
+    return m.DriverPackage.objects.get(component="nvidia-driver", version=version)
+
+
+def _options(**extra) -> RolloutOptions:
+    base = {"canary_size": 1, "wave_size": 4, "max_per_rack": 1, "failure_budget": 0,
+            "verify_timeout_minutes": 0}
+    return RolloutOptions.from_dict({**base, **extra})
+
+
+def _versions(hostnames) -> dict[str, str]:
+    return dict(m.InstalledSoftware.objects.filter(node__hostname__in=list(hostnames), component="nvidia-driver")
+                .values_list("node__hostname", "version"))
+
+
+def _create(selector: NodeSelector, **options) -> Rollout:
+    return rollout_create(package=_package(), selector=selector, options=_options(**options))
+
+
+def test_rollout_canary_then_waves_failure_pauses_resume_completes_and_roll_back_all(demo_fleet, fakes):
+    rollout = _create(NodeSelector(clusters=("sh1-train",)))
+    refused = {r["hostname"]: r["code"] for r in rollout.plan["refused"]}
+    # The two demo nodes with a failed card are refused; the burn-in and received nodes are not in the cluster's
+    # active set (burn_in status) or not in the cluster at all.
+    assert refused == {"sh1-h100-0001": "health", "sh1-h100-0006": "health", "sh1-h100-0023": "status"}
+    waves = list(rollout.waves.order_by("index"))
+    assert [w.kind for w in waves] == ["canary"] + ["wave"] * (len(waves) - 1)
+    assert [w.node_runs.count() for w in waves] == [1, 4, 4, 4, 4, 3]
+    planned = set(rollout.node_runs.values_list("hostname", flat=True))
+    assert NodeLock.objects.filter(owner_key=rollout.lock_key, released_at__isnull=True).count() == 20
+
+    # A card of one node in the first regular wave comes back failed after the install.
+    bad_run = waves[1].node_runs.order_by("position").first()
+    bad_serial = m.Accelerator.objects.filter(node_id=bad_run.node_id).order_by("slot_index").first().serial
+    fakes.agent.bad_cards[bad_run.hostname] = bad_serial
+
+    fakes.run(rollout_start, rollout=rollout)
+    rollout.refresh_from_db()
+    # The canary passed, wave 1 ran, its failure blew the budget of 0: paused, with the reason.
+    assert rollout.status == RolloutStatus.PAUSED
+    assert "over the failure budget of 0" in rollout.paused_reason
+    bad_run.refresh_from_db()
+    assert bad_run.state == NodeRunState.FAILED and bad_run.is_flagged
+    assert "card(s) not healthy" in bad_run.error
+    assert [c for h, c in fakes.executor.calls if h == bad_run.hostname][-2:] == [
+        "/opt/gpuops/bin/install-nvidia-driver 550.127.05", "reboot"]  # rolled back to its previous version
+    node = m.Node.objects.get(pk=bad_run.node_id)
+    assert node.status == "maintenance" and node.is_cordoned and "failed" in node.cordon_reason
+    assert ("drain", bad_run.hostname) in {(op, n) for op, n, _ in fakes.scheduler.log}
+    assert ("resume", bad_run.hostname) not in {(op, n) for op, n, _ in fakes.scheduler.log}  # left drained
+    assert waves[2].node_runs.filter(state=NodeRunState.PENDING).count() == 4  # nothing after the pause started
+
+    fakes.run(rollout_resume, rollout=rollout)
+    rollout.refresh_from_db()
+    assert rollout.status == RolloutStatus.COMPLETED
+    assert set(rollout.waves.values_list("status", flat=True)) == {WaveStatus.DONE}
+    succeeded = set(rollout.node_runs.filter(state=NodeRunState.SUCCEEDED).values_list("hostname", flat=True))
+    assert succeeded == planned - {bad_run.hostname}
+    assert set(_versions(succeeded).values()) == {TARGET}
+    assert _versions([bad_run.hostname]) == {bad_run.hostname: BASELINE}
+    assert all(n.status == "active" and not n.is_cordoned for n in m.Node.objects.filter(hostname__in=succeeded))
+    # Completion released every lock.
+    assert not NodeLock.objects.filter(owner_key=rollout.lock_key, released_at__isnull=True).exists()
+
+    order_done = list(rollout.node_runs.filter(state=NodeRunState.SUCCEEDED).order_by("-finished_at", "-id")
+                      .values_list("hostname", flat=True))
+    fakes.executor.calls.clear()
+    fakes.run(rollout_rollback_all, rollout=rollout)
+    rollout.refresh_from_db()
+    assert rollout.status == RolloutStatus.ROLLED_BACK
+    assert set(_versions(planned).values()) == {BASELINE}
+    reverted = [h for h, c in fakes.executor.calls if c.endswith(BASELINE)]
+    assert reverted[0] == order_done[0]  # newest first
+    assert sorted(reverted) == sorted(order_done)
+    assert not NodeLock.objects.filter(owner_key=rollout.lock_key, released_at__isnull=True).exists()
+
+
+def test_incompatible_model_is_refused_at_planning(demo_fleet, fakes):
+    rollout = _create(NodeSelector(hostnames=("sh1-h100-0002", "bj2-a910b-0002", "no-such-node")))
+    refused = {r["hostname"]: r for r in rollout.plan["refused"]}
+    assert refused["bj2-a910b-0002"]["code"] == "incompatible"
+    assert "does not support Ascend 910B3" in refused["bj2-a910b-0002"]["reason"]
+    assert refused["no-such-node"]["code"] == "unknown"
+    assert list(rollout.node_runs.values_list("hostname", flat=True)) == ["sh1-h100-0002"]
+
+
+def test_node_locked_by_another_change_is_refused(demo_fleet, fakes):
+    node = m.Node.objects.get(hostname="sh1-h100-0003")
+    assert node_locks_acquire(node_ids=[node.pk], owner=LockOwner(key="ticket:999", label="REP-999")) == {}
+    rollout = _create(NodeSelector(hostnames=("sh1-h100-0002", "sh1-h100-0003")))
+    refused = {r["hostname"]: r for r in rollout.plan["refused"]}
+    assert refused["sh1-h100-0003"]["reason"] == "locked by another open change: REP-999"
+    # The other rollout cannot take the node this one holds either.
+    second = _create(NodeSelector(hostnames=("sh1-h100-0002",)))
+    assert {r["hostname"]: r["reason"] for r in second.plan["refused"]} == {
+        "sh1-h100-0002": f"locked by another open change: {rollout.label}"}
+    assert NodeLock.objects.filter(node__hostname="sh1-h100-0002", released_at__isnull=True).count() == 1
+
+
+def test_already_current_nodes_are_skipped_not_refused(demo_fleet, fakes):
+    rollout = rollout_create(package=_package(BASELINE), selector=NodeSelector(hostnames=("sh1-h100-0002",)),
+                             options=_options())
+    assert rollout.plan["refused"] == []
+    assert [s["code"] for s in rollout.plan["skipped"]] == ["already_current"]
+    assert rollout.plan["node_count"] == 0
+
+
+@pytest.mark.parametrize("fails", ["install", "silent"])
+def test_canary_failure_pauses_before_any_wave(demo_fleet, fakes, fails):
+    rollout = _create(NodeSelector(clusters=("sh1-train",)))
+    canary = NodeRun.objects.get(rollout=rollout, wave__kind="canary")
+    if fails == "install":
+        fakes.executor.fail(host=canary.hostname, contains="install-nvidia-driver 570", stderr="dkms build failed")
+    else:
+        fakes.agent.silent.add(canary.hostname)
+    fakes.run(rollout_start, rollout=rollout)
+    rollout.refresh_from_db()
+    canary.refresh_from_db()
+    assert rollout.status == RolloutStatus.PAUSED and "Canary 0" in rollout.paused_reason
+    assert canary.state == NodeRunState.FAILED
+    expected = "dkms build failed" if fails == "install" else "no agent report since the install"
+    assert expected in canary.error
+    assert rollout.node_runs.exclude(pk=canary.pk).filter(state=NodeRunState.PENDING).count() == 19
