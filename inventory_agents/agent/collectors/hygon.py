@@ -38,7 +38,14 @@ def parse_rocm_json(text: str) -> Dict[str, Any]:
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise ToolError("unparseable rocm-smi JSON: {}".format(exc)) from exc
+        # DTK builds print a colored "hygon module is loaded" line before the JSON: parse from the first brace.
+        start, end = text.find("{"), text.rfind("}")
+        try:
+            data = json.loads(text[start : end + 1]) if 0 <= start < end else None
+        except ValueError:
+            data = None
+        if data is None:
+            raise ToolError("unparseable rocm-smi JSON: {}".format(exc)) from exc
     if not isinstance(data, dict):
         raise ToolError("rocm-smi JSON is not an object")
     cards: Dict[int, Dict[str, str]] = {}

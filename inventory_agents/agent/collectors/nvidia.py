@@ -63,6 +63,10 @@ def _parse_xml_tolerant(text: str) -> Tuple[Dict[str, str], List[ET.Element], Op
     A pull parser keeps every <gpu> that closed before the document broke off, so a truncated capture still
     yields the cards it fully describes (a card cut in the middle is dropped, never half-reported).
     """
+    # A driver warning printed before the document (infoROM, persistence daemon) must not hide the cards.
+    starts = [i for i in (text.find("<?xml"), text.find("<nvidia_smi_log")) if i >= 0]
+    if starts and min(starts) > 0:
+        text = text[min(starts) :]
     parser = ET.XMLPullParser(events=("start", "end"))
     top: Dict[str, str] = {}
     gpus: List[ET.Element] = []

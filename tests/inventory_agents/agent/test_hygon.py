@@ -81,3 +81,10 @@ def test_amd_cards_are_not_reported():
     data = {"card0": {"Card Series": "Instinct MI210", "Card Vendor": "Advanced Micro Devices, Inc. [AMD/ATI]"}}
     report, _ = build_report(DictSource({"rocm-smi.json": json.dumps(data)}))
     assert report["accelerators"] == []
+
+
+def test_rocm_smi_json_after_a_banner_line(shared_fixtures):
+    text = (shared_fixtures / "hygon-dcu" / "gpustack_hygon-dcu_dtk24.04.3_rocm-smi.json").read_text()
+    banner = "\x1b[37mhygon module is loaded\x1b[0m\n"  # as DTK tools print it (see the rocminfo capture)
+    report, _ = build_report(DictSource({"rocm-smi.json": banner + text}))
+    assert [c["uuid"] for c in report["accelerators"]] == ["7100fa8866904061"]

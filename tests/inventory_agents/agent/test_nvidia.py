@@ -383,3 +383,9 @@ def test_dual_gpu_board_is_one_accelerator(shared_fixtures):
     assert board["serial"] == "0324418086185"
     assert [chip["pci_bus_id"] for chip in board["chips"]] == ["0000:21:01.0", "0000:22:01.0"]
     assert board["memory_mib"] == 2 * 32510
+
+
+def test_warning_before_the_xml_document(shared_fixtures):
+    text = _read(shared_fixtures, "nvidia-smi-xml", "telegraf_tesla-t4_driver515_v11.xml")
+    cards, error = nvidia.parse_xml("WARNING: infoROM is corrupted at gpu 0000:00:1E.0\n" + text)
+    assert error is None and cards[0]["model"] == "Tesla T4"
