@@ -274,12 +274,12 @@ def transition_apply(*, ticket: Ticket, name: str, actor: AbstractBaseUser | Non
         locked = _lock(ticket)
         if not system:
             _check_person_may_take(locked, t, actor)
+        if locked.is_paused and not system and not t.allowed_when_paused:
+            raise NotAllowedError(f"{locked.reference} is paused; resume it first.")
         if locked.state not in t.sources:
             raise NotAllowedError(
                 f"{locked.reference} is '{wf.state_label(locked.state)}'; '{t.label}' needs "
                 + " or ".join(f"'{wf.state_label(s)}'" for s in sorted(t.sources)) + ".")
-        if locked.is_paused and not system and not t.allowed_when_paused:
-            raise NotAllowedError(f"{locked.reference} is paused; resume it first.")
         values, field_errors = fields_clean(t.fields, data, user=actor if not system else None)
         errors = list(field_errors.values())
         if not field_errors:
