@@ -77,13 +77,24 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         for name, value in (headers or {}).items():
             self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client gave up (the scripted timeout): nobody to answer
+
+    def handle_one_request(self) -> None:
+        self._raw_body = b""
+        super().handle_one_request()
+
+    def _read_body(self) -> None:
+        # Always consume the body first: on a kept-alive connection an unread body would be parsed as the next
+        # request line.
+        length = int(self.headers.get("Content-Length") or 0)
+        self._raw_body = self.rfile.read(length) if length else b""
 
     def _body(self) -> dict[str, Any]:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        return json.loads(raw or b"{}")
+        return json.loads(self._raw_body or b"{}")
 
     def _authorised(self) -> bool:
         token = self.server.state.token
@@ -117,10 +128,14 @@ class _Handler(BaseHTTPRequestHandler):
             return
         number = self.path.rsplit("/", 1)[-1]
         order = state.orders.get(number)
-        self._send(200, order) if order else self._send(404, {"error": f"no PO {number}"})
+        if order:
+            self._send(200, order)
+        else:
+            self._send(404, {"error": f"no PO {number}"})
 
     def do_POST(self) -> None:
         state = self.server.state
+        self._read_body()
         if self.path == "/_control/faults":
             with state.lock:
                 state.faults.extend(str(f) for f in self._body().get("faults", []))
@@ -153,7 +168,10 @@ class _Handler(BaseHTTPRequestHandler):
                 order = state.orders.get(number)
                 if order:
                     order["state"] = "cancelled"
-            self._send(200, order) if order else self._send(404, {"error": f"no PO {number}"})
+            if order:
+                self._send(200, order)
+            else:
+                self._send(404, {"error": f"no PO {number}"})
             return
         self._send(404, {"error": "not found"})
 

@@ -31,6 +31,9 @@ class Shipment(models.Model):
     dispatched_at = models.DateTimeField(null=True, blank=True)
     expected_at = models.DateTimeField(null=True, blank=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
+    # When we learned of the delivery: the grace for a missing dispatch notice runs from here, not from the
+    # peer's delivered_at (a delivery reported days late must not be flagged the moment it arrives).
+    delivery_recorded_at = models.DateTimeField(null=True, blank=True)
     site = models.ForeignKey("cmdb.Site", null=True, blank=True, on_delete=models.PROTECT, related_name="+",
                              help_text="Where it was delivered.")
     created_at = models.DateTimeField(auto_now_add=True)

@@ -191,6 +191,7 @@ def shipment_deliver(*, request: ProcurementRequest, shipment_ref: str, site_cod
     shipment = _shipment_for(req, shipment_ref)
     shipment.status, shipment.site = ShipmentStatus.DELIVERED, site
     shipment.delivered_at = delivered_at or shipment.delivered_at or timezone.now()
+    shipment.delivery_recorded_at = shipment.delivery_recorded_at or timezone.now()
     shipment.save()
     location = stock_location_default(site)
     purchase_date = (req.po_created_at or shipment.delivered_at).date()
@@ -418,7 +419,8 @@ def request_reconcile(request: ProcurementRequest, *, now: dt.datetime | None = 
 
     for shipment in shipments:
         delivered, known = shipment.delivered_at is not None, shipment.is_dispatch_known
-        if delivered and not known and shipment.delivered_at < now - grace:
+        recorded = shipment.delivery_recorded_at or shipment.delivered_at
+        if delivered and not known and recorded is not None and recorded < now - grace:
             want(DiscrepancyKind.NO_DISPATCH_NOTICE, shipment, shipment.shipment_ref,
                  detail=f"{shipment.shipment_ref} was delivered {shipment.delivered_at:%Y-%m-%d %H:%M} and no dispatch"
                         f" notice came within {grace}; its serials could not be checked.")

@@ -24,6 +24,8 @@ def procurement_settings(settings):
         "CLIENT": "integrations.procurement.fakes.FakeProcurementClient",
     }
     settings.CELERY_TASK_ALWAYS_EAGER = True
+    # The factories' users get a hashed password; the default hasher is deliberately slow.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     FakeProcurementClient.reset()
     yield settings
     FakeProcurementClient.reset()
