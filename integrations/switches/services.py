@@ -63,7 +63,8 @@ def _port_values(info: SwitchPortInfo) -> dict[str, object]:
 
 
 def _ports_upsert(switch: Switch, ports: Iterable[SwitchPortInfo], *, reason: str) -> PortApplyCounts:
-    existing = {p.name: p for p in SwitchPort.objects.filter(switch=switch)}
+    # select_related: the change records need str(port), which reads port.switch (one query per port otherwise).
+    existing = {p.name: p for p in SwitchPort.objects.filter(switch=switch).select_related("switch")}
     now = timezone.now()
     created: list[SwitchPort] = []
     updated: list[tuple[dict, SwitchPort]] = []

@@ -93,3 +93,25 @@ def test_unknown_credential_reference_fails_the_run_only(fabric_site, monkeypatc
     monkeypatch.delenv("GPUOPS_CREDENTIALS_FILE", raising=False)
     runs = services.switches_poll_all(poller=FakeSnmpPoller({}))
     assert runs[0].status == "failed" and "unknown credential reference 'nope'" in runs[0].error
+
+
+def _wide_snapshot(ports: int, speed: int) -> SwitchSnapshot:
+    infos = tuple(SwitchPortInfo(index=i, name=f"Ethernet1/{i}", alias="", speed_mbps=speed, admin_state="up",
+                                 oper_state="up", mac=f"02:00:00:00:{i // 256:02x}:{i % 256:02x}", if_type=6)
+                  for i in range(1, ports + 1))
+    neighbors = tuple(LldpNeighbor(f"Ethernet1/{i}", f"0e:00:00:00:00:{i:02x}", "eth0", f"gpu{i}")
+                      for i in range(1, ports + 1))
+    return SwitchSnapshot(system=empty_snapshot().system, ports=infos, lldp_neighbors=neighbors)
+
+
+@pytest.mark.parametrize("ports", [8, 64])
+def test_apply_query_count_does_not_grow_with_ports(fabric_site, django_assert_max_num_queries, ports):
+    site, vendor = fabric_site
+    switch = Switch.objects.create(name=f"leaf-{ports}", vendor=vendor, site=site, mgmt_ip="10.1.0.1")
+    services.switch_snapshot_apply(switch=switch, snapshot=_wide_snapshot(ports, 100000),
+                                   run=PollRun.objects.create(switch=switch))
+    # Second poll: every port changed speed, every neighbour is the same. Bulk paths: a constant query count.
+    with django_assert_max_num_queries(16):
+        services.switch_snapshot_apply(switch=switch, snapshot=_wide_snapshot(ports, 400000),
+                                       run=PollRun.objects.create(switch=switch))
+    assert SwitchPort.objects.filter(switch=switch, speed_mbps=400000).count() == ports
