@@ -74,7 +74,7 @@ def run_collector(name: str, fn: CollectorFn, source: Source, state_dir: Optiona
         fragment = fn(source, state_dir) or {}
         if not isinstance(fragment, dict):
             raise TypeError("collector returned {}".format(type(fragment).__name__))
-        json.dumps(fragment)  # everything must serialise before it is merged
+        json.dumps(fragment, allow_nan=False)  # everything must serialise (as strict JSON) before it is merged
         return fragment
     except Exception as exc:  # isolation is the point: any failure is reported, none escapes
         log.warning("collector %s failed: %s", name, exc, exc_info=log.isEnabledFor(logging.DEBUG))
