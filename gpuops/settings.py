@@ -206,6 +206,7 @@ CELERY_WORKER_QUEUES = "default,ingest,workflows,integrations"
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE: dict = {
     "cmdb-reservations-expire": {"task": "cmdb.reservations_expire", "schedule": 600.0},
+    "switches-poll-all": {"task": "integrations.switches.poll_all", "schedule": 900.0},
 }
 
 # --- Logging --------------------------------------------------------------------------------------------------
