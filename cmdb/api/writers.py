@@ -121,6 +121,8 @@ class AcceleratorWriter(CmdbWriter):
         row.kind = kind  # type: ignore[attr-defined]
         if kind is None:
             return row
+        row.touched |= {"node", "slot_index", "pci_bus_id", "stock_location", "lifecycle", "site", "is_missing"}
+        card.is_missing = False
         if kind == PlacementKind.NODE:
             card.stock_location = None
         elif kind == PlacementKind.STOCK:

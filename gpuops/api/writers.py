@@ -45,11 +45,13 @@ class Row:
     m2m: dict[str, list[Model]] = field(default_factory=dict)
     before: dict[str, Any] | None = None
     is_new: bool = True
+    #: fields a writer set besides the ones the client sent (e.g. a card's site, following its node)
+    touched: set[str] = field(default_factory=set)
 
     @property
     def changed(self) -> set[str]:
         """Names of the concrete fields this row sets."""
-        return set(self.data)
+        return set(self.data) | self.touched
 
 
 class ModelWriter:
