@@ -7,7 +7,8 @@ a slot is location and not identity it only updates facts, never identities. Out
 - in stock, at the vendor (RMA) or scrapped: a `conflict` event, the stock record is left alone: a serial that
   the warehouse says is on a shelf is a data problem an operator must settle, not something to move silently;
 - unknown: created (installed) with its model matched through the catalog aliases.
-Cards of this node absent from a complete report are flagged `is_missing` ("expected 8, saw 7"), never deleted.
+Cards of this node absent from a complete report are flagged `is_missing` ("expected 8, saw 7"), never deleted:
+graded as `missing` when their slot is empty now, as `replaced` when another card took the slot (a swap).
 """
 
 from __future__ import annotations
@@ -177,7 +178,8 @@ def cards_reconcile(run: Pass) -> list[Accelerator]:
         claimed.add(card.pk)
         touched.append((card, obs))
     new_cards = _create(run, new_obs)
-    taken_slots = {obs.index for _, obs in touched} | {c.slot_index for c in new_cards}
+    # Every reported index is physically occupied, also by a card left alone for a conflict.
+    taken_slots = {obs.index for obs in run.observed.cards if obs.index is not None}
     for card, obs in touched:
         run.track(card)
         _facts(card, obs, run)
@@ -264,16 +266,21 @@ def _flag_missing(run: Pass, matcher: CardMatcher, claimed: set[int], taken_slot
         if card.pk in claimed or card.lifecycle != AcceleratorLifecycle.INSTALLED:
             continue
         run.track(card)
+        replaced = card.slot_index is not None and card.slot_index in taken_slots
         if not card.is_missing:
-            run.summary["cards_missing"] += 1
+            run.summary["cards_replaced" if replaced else "cards_missing"] += 1
         card.is_missing = True
-        if card.slot_index is not None and card.slot_index in taken_slots:
-            card.slot_index = None  # another card sits in its slot now; it is somewhere, not there
-        run.signals.append(PendingSignal(
-            signal=Signal("missing", "", f"{card} (slot {card.slot_index}) is missing from {run.node.hostname}'s "
-                          "report", (f"missing:{card.pk}",)),
-            vendor_id=card.model.vendor_id, accelerator=card,
-        ))
+        slot = card.slot_index
+        if replaced:
+            # Another card sits in its slot now: a swap (usually a repair), not a card that vanished in place.
+            # The card is somewhere else and must be accounted for (stock, RMA), which is drift, not a failure.
+            card.slot_index = None
+            signal = Signal("replaced", "", f"{card} was replaced in {run.node.hostname} slot {slot} by another "
+                            "card; record where it went", (f"replaced:{card.pk}",))
+        else:
+            signal = Signal("missing", "", f"{card} (slot {slot}) is missing from {run.node.hostname}'s report",
+                            (f"missing:{card.pk}",))
+        run.signals.append(PendingSignal(signal=signal, vendor_id=card.model.vendor_id, accelerator=card))
 
 
 def placements_write(run: Pass, new_cards: list[Accelerator]) -> None:

@@ -17,9 +17,12 @@ from cmdb.hooks import AcceleratorFailure, accelerator_failed
 from cmdb.models import Accelerator, Health, HealthEvent
 
 from .health import Grade, worst
+from .normalize import Signal
 from .passes import Pass, PendingSignal
 
 EVENT_UPDATE_FIELDS = ["count", "last_seen_at", "message", "resolved_at"]
+# Conditions that end when the card shows up in its node's report again.
+FOUND_AGAIN = frozenset({"missing", "replaced"})
 # Occurrence fingerprints (Xids) stay remembered across reports; condition fingerprints only while reported.
 REMEMBERED_OCCURRENCES = 500
 
@@ -48,6 +51,11 @@ def _key(pending: PendingSignal, node_id: int) -> str:
     return f"node:{node_id}:{signal.kind}:{signal.code}"[:200]
 
 
+def _scoped(key: str, signal: Signal) -> list[str]:
+    """Fingerprints scoped by the event key: the same counter value on two cards is two conditions."""
+    return [f"{key}|{f}" for f in signal.fingerprints]
+
+
 class EventBook:
     """Grades the pass's signals (before any write, so cards are saved once with their final health), then
     turns them into events once every card has an id; `write` saves events with two bulk statements."""
@@ -71,12 +79,13 @@ class EventBook:
         """Does this signal speak about the card now: a new occurrence, or the condition of an open event.
         (An old Xid in a re-sent report, whose event an operator resolved since, does not fail the card again.)"""
         signal = pending.signal
-        if not signal.fingerprints or any(f not in self.run.known_fingerprints for f in signal.fingerprints):
-            return True
         card = pending.accelerator
-        if card is not None and not card.pk:
-            return False
-        return _key(pending, self.run.node.pk) in self.open
+        if not signal.fingerprints or (card is not None and not card.pk):
+            return True  # a card created by this report has no history
+        key = _key(pending, self.run.node.pk)
+        if any(scoped not in self.run.known_fingerprints for scoped in _scoped(key, signal)):
+            return True
+        return key in self.open
 
     def health(self) -> None:
         """Set health / health_detail of every card on the node from this report's grades and open events."""
@@ -92,7 +101,7 @@ class EventBook:
                 grades.setdefault(id(pending.accelerator), []).append((grade.health, pending.signal.message))
         seen = {c.pk for c in run.node_cards if c.pk and not c.is_missing}
         for event in self.open.values():
-            if not event.accelerator_id or (event.kind == "missing" and event.accelerator_id in seen):
+            if not event.accelerator_id or (event.kind in FOUND_AGAIN and event.accelerator_id in seen):
                 continue  # a card seen again is no longer missing (the event resolves in apply)
             if self._grade_event(event).marks_failed:
                 for card in run.node_cards:
@@ -122,10 +131,11 @@ class EventBook:
         for pending in run.signals:
             signal = pending.signal
             grade = run.policies.grade(pending.vendor_id, signal.kind, signal.code)
-            fresh = [f for f in signal.fingerprints if f not in self.counted]
-            self.counted.update(signal.fingerprints)
-            self.current_fingerprints += list(signal.fingerprints)
             key = _key(pending, run.node.pk)
+            scoped = _scoped(key, signal)
+            fresh = [f for f in scoped if f not in self.counted]
+            self.counted.update(scoped)
+            self.current_fingerprints += scoped
             event = self.open.get(key)
             if event is not None:
                 if fresh:
@@ -152,14 +162,14 @@ class EventBook:
                 self.failing_cards.add(card.pk)
         seen = {c.pk for c in run.node_cards if c.pk and not c.is_missing}
         for event in list(self.open.values()):
-            if event.kind == "missing" and event.accelerator_id in seen and event.pk:
+            if event.kind in FOUND_AGAIN and event.accelerator_id in seen and event.pk:
                 event.resolved_at = run.now
                 self.changed[event.pk] = event
                 del self.open[event.dedup_key]
                 run.summary["events_resolved"] += 1
 
     def fingerprints_to_remember(self) -> list[str]:
-        occurrences = [f for f in self.run.known_fingerprints if f.startswith("xid:")]
+        occurrences = [f for f in self.run.known_fingerprints if "|xid:" in f]
         keep = list(dict.fromkeys(self.current_fingerprints + occurrences))
         return keep[:REMEMBERED_OCCURRENCES + len(self.current_fingerprints)]
 

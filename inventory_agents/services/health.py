@@ -46,6 +46,7 @@ DEFAULT_POLICIES: list[tuple[str, str, str, str, bool, str]] = [
     ("agent_health", "failed", "critical", "drain_repair", True, "The agent grades the card failed"),
     ("agent_health", "degraded", "warning", "monitor", False, "The agent grades the card degraded"),
     ("missing", "", "critical", "drain_repair", True, "Card missing from its node's report"),
+    ("replaced", "", "warning", "monitor", False, "Card replaced by another card in its slot: record where it went"),
     ("moved", "", "info", "monitor", False, "Card seen in another node than recorded (moved)"),
     ("conflict", "", "warning", "monitor", False, "Report contradicts the CMDB; an operator decides"),
 ]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
-from django.db import DatabaseError, IntegrityError, OperationalError
+from django.db import IntegrityError, OperationalError
 from django.utils import timezone
 
 from cmdb.models import Node
@@ -121,7 +121,7 @@ def report_ingest(*, token: AgentToken, body: bytes) -> IngestResult:
             logger.warning("report for %s: attempt %d failed: %s", node.hostname, attempt, exc)
             if attempt == ATTEMPTS:
                 return _failed(node, report, exc, status=503)
-        except DatabaseError as exc:
+        except Exception as exc:  # a database error or a hook receiver's: the pass rolled back whole
             logger.exception("report for %s failed", node.hostname)
             return _failed(node, report, exc, status=500)
     return IngestResult(200, {"status": "applied", "node": node.hostname, "report_id": str(report.id),

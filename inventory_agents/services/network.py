@@ -45,6 +45,8 @@ class NicStep:
     def __init__(self, run: Pass) -> None:
         self.run = run
         self.nics = {n.name: n for n in Nic.objects.filter(node=run.node).prefetch_related("ports")}
+        for nic in self.nics.values():
+            nic.node = run.node  # cached: change records print "node:nic/port" without a query per row
         self.new_nics: list[Nic] = []
         self.new_ports: list[NicPort] = []
         self.nic_updates: list[Nic] = []
@@ -108,9 +110,9 @@ class NicStep:
         """At most four statements, whatever the number of NICs and ports."""
         run = self.run
         if self.new_nics:
+            # bulk_create fills each new port's nic_id from its (now saved) NIC; setting nic_id by hand would
+            # drop the cached NIC and cost a query per port when the change records print it.
             Nic.objects.bulk_create(self.new_nics)
-            for port in self.new_ports:
-                port.nic_id = port.nic.pk  # the NIC got its id just now
             run.created += self.new_nics
         if self.new_ports:
             NicPort.objects.bulk_create(self.new_ports)

@@ -54,9 +54,9 @@ def _infiniband(nic: Nic) -> dict[str, Any]:
 
 def _netdev(nic: Nic) -> dict[str, Any]:
     port = next(iter(nic.ports.all()), None)
-    return {"name": nic.name, "mac": port.mac if port else None, "speed_mbps": (port.speed_mbps or None) if port else None,
-            "state": port.link_state if port else "unknown", "kind": "physical",
-            "pci_bus_id": nic.pci_bus_id or None, "mtu": 9000}
+    return {"name": nic.name, "mac": port.mac if port else None,
+            "speed_mbps": (port.speed_mbps or None) if port else None, "state": port.link_state if port else "unknown",
+            "kind": "physical", "pci_bus_id": nic.pci_bus_id or None, "mtu": 9000}
 
 
 def report_for(node: Node, *, collected_at: dt.datetime | None = None) -> dict[str, Any]:

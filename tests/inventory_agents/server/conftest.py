@@ -48,3 +48,14 @@ def post(client: Client) -> Poster:
         return client.generic("POST", REPORTS_URL, body, content_type="application/json", **headers)
 
     return _post
+
+
+@pytest.fixture(autouse=True)
+def failed_calls(monkeypatch) -> list:
+    """The failed-card hook with only a recorder connected: these tests are about what ingestion calls, not about
+    what the workflows app does with it (its own tests cover that)."""
+    from cmdb import hooks
+
+    calls: list = []
+    monkeypatch.setattr(hooks, "_accelerator_failed", [calls.append])
+    return calls
