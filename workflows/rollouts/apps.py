@@ -11,7 +11,7 @@ class RolloutsConfig(AppConfig):
 
     def ready(self) -> None:
         _beat_schedule_defaults()
-        # _workflows_register()  # enabled once the definitions exist
+        _workflows_register()
 
 
 def _beat_schedule_defaults() -> None:
@@ -33,7 +33,6 @@ def _workflows_register() -> None:
     two modules are added to ALL.
     """
     from workflows import registry
-    from workflows.definitions import provisioning, rollout
+    from workflows.definitions import rollout
 
     registry.register(rollout.WORKFLOW)
-    registry.register(provisioning.WORKFLOW)

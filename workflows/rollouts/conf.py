@@ -50,6 +50,8 @@ DEFAULTS: dict[str, Any] = {
     # The baseline driver each accelerator vendor gets at provisioning: {vendor slug: [[component, version], ...]}.
     # Empty: the newest package of the vendor's main driver component that supports the node's card model.
     "BASELINE_DRIVERS": {},
+    # Approvals a driver rollout ticket needs (the requester never counts).
+    "APPROVALS_REQUIRED": 1,
     # How often the progress panel polls.
     "UI_POLL_SECONDS": 3,
 }
