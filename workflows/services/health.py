@@ -17,7 +17,7 @@ from cmdb.models import Accelerator
 
 from ..conf import workflows_setting
 from ..definitions.repair import dedup_key_for
-from ..engine import timeline_add
+from ..engine import timeline_add, transition_apply
 from ..models import Ticket, TicketPriority, TimelineKind
 from ..runner import runs_wake_for_event
 
@@ -48,12 +48,15 @@ def on_accelerator_failed(failure: AcceleratorFailure) -> Ticket:
             with transaction.atomic():  # a savepoint: losing the race must not spoil the caller's transaction
                 ticket = ticket_create(type_="repair", title=title.strip(), requester=None,
                                        priority=TicketPriority.HIGH, inputs={"accelerator": card},
-                                       description=failure.message, dedup_key=key,
-                                       start=bool(workflows_setting("REPAIR_AUTO_START")))
+                                       description=failure.message, dedup_key=key)
                 ticket.data["signal"] = _signal_data(failure)
                 ticket.save(update_fields=["data", "updated_at"])
                 timeline_add(ticket=ticket, kind=TimelineKind.SIGNAL, message=f"Health signal: {_signal_text(failure)}",
                              data=_signal_data(failure))
+                if workflows_setting("REPAIR_AUTO_START"):
+                    # The card is failed and its node still takes jobs: drain at once, nobody needs to click.
+                    transition_apply(ticket=ticket, name="start", system=True)
+                    ticket.refresh_from_db()
                 return ticket
         except IntegrityError:
             logger.info("repair for card %s opened concurrently; adding the signal to it", failure.accelerator_id)

@@ -1,0 +1,54 @@
+"""Create the workflow groups; optionally demo users and repair tickets for the failed cards already known."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from cmdb.hooks import AcceleratorFailure
+from cmdb.models import Accelerator, HealthEvent
+from gpuops.context import ChangeSource, change_context
+from workflows.services.bootstrap import groups_bootstrap
+from workflows.services.health import on_accelerator_failed
+
+DEMO_USERS = [("lead", "ops-leads"), ("tech", "dc-technicians"), ("approver1", "change-approvers"),
+              ("approver2", "change-approvers")]
+
+
+class Command(BaseCommand):
+    help = ("Create the ops-leads, dc-technicians and change-approvers groups with their permissions. "
+            "--demo-users makes one user per group; --open-repairs opens a repair for every failed card that has "
+            "an open health event and no open ticket (as the health hook would have).")
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--demo-users", action="store_true")
+        parser.add_argument("--password", default="", help="Password of the demo users (required with them).")
+        parser.add_argument("--open-repairs", action="store_true")
+
+    def handle(self, *args, demo_users: bool, password: str, open_repairs: bool, **options) -> None:
+        groups = groups_bootstrap()
+        self.stdout.write(f"groups: {', '.join(sorted(groups))}")
+        if demo_users:
+            if not password:
+                raise CommandError("--demo-users needs --password")
+            user_model = get_user_model()
+            for username, group in DEMO_USERS:
+                user, created = user_model.objects.get_or_create(
+                    username=username, defaults={"email": f"{username}@example.com", "is_staff": True})
+                if created:
+                    user.set_password(password)
+                    user.save()
+                user.groups.add(groups[group])
+                self.stdout.write(f"user {username} ({group}){' created' if created else ''}")
+        if open_repairs:
+            opened = 0
+            with change_context(source=ChangeSource.SYSTEM):
+                events = HealthEvent.objects.filter(resolved_at__isnull=True, accelerator__health="failed",
+                                                    accelerator__lifecycle="installed").select_related("accelerator")
+                for event in events:
+                    card: Accelerator = event.accelerator
+                    on_accelerator_failed(AcceleratorFailure(
+                        accelerator_id=card.pk, node_id=card.node_id, health_event_id=event.pk, kind=event.kind,
+                        code=event.code, message=event.message, is_repeat=False))
+                    opened += 1
+            self.stdout.write(f"repair tickets opened or updated: {opened}")
