@@ -16,7 +16,8 @@ _PLACEHOLDERS = frozenset({
     "default string", "redacted", "masked", "hidden", "removed", "123456789", "0123456789", "1234567890",
 })
 _MASK = re.compile(r"[xX]{3,}|[*#?]")
-_UUID_BODY = re.compile(r"^(?:GPU-|MIG-|NPU-|DCU-)?([0-9a-fA-F-]+)$")
+# NVIDIA "GPU-<uuid>", Hygon / ROCm unique ids "0x<hex>", plain UUIDs.
+_UUID_BODY = re.compile(r"^(?:GPU-|MIG-|NPU-|DCU-|0x)?([0-9a-fA-F-]+)$")
 _PCI = re.compile(r"^(?:PCI:)?(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})(?:\.([0-7]))?$")
 
 

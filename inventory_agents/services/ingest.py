@@ -51,6 +51,12 @@ def _reject(node: Node, problem: ReportProblem, *, size: int, payload: dict[str,
     return IngestResult(problem.status, body)
 
 
+def same_host(reported: str, recorded: str) -> bool:
+    """Equal, or one is the short name of the other: `socket.gethostname()` gives `gpu-a17` on some nodes and
+    `gpu-a17.dc1.example.net` on others, while the CMDB keeps one of them."""
+    return reported == recorded or reported.split(".", 1)[0] == recorded or recorded.split(".", 1)[0] == reported
+
+
 def report_too_large(*, token: AgentToken, size: int) -> IngestResult:
     limit = setting("AGENT_REPORT_MAX_BYTES")
     problem = ReportProblem(413, "report_too_large",
@@ -80,7 +86,7 @@ def report_ingest(*, token: AgentToken, body: bytes) -> IngestResult:
         payload = report_parse(body)
         schema = report_validate(payload)
         hostname = str(payload.get("hostname") or "").strip().lower()
-        if hostname != node.hostname.lower():
+        if hostname and not same_host(hostname, node.hostname.lower()):
             raise ReportProblem(403, "hostname_mismatch",
                                 f"This token belongs to {node.hostname}; the report is for {hostname!r}.",
                                 errors=[{"path": "$.hostname", "message": "not the token's node"}])

@@ -120,9 +120,10 @@ def report_apply(*, node_id: int, observed: Observed, report: Report, token: Age
     """
     now = now or timezone.now()
     with transaction.atomic():
-        node = (Node.objects.select_for_update(of=("self",)).select_related("agent_state", "server_model")
-                .get(pk=node_id))
-        state: AgentState | None = getattr(node, "agent_state", None)
+        node = Node.objects.select_for_update(of=("self",)).select_related("server_model").get(pk=node_id)
+        # Read after the lock, in its own statement: a report that waited for the lock must see the state the
+        # previous one committed (a row joined into the locking query would come from the older snapshot).
+        state = AgentState.objects.filter(node_id=node_id).first()
         run = Pass(node=node, observed=observed, now=now, policies=PolicyBook.load(),
                    known_fingerprints=frozenset(state.signal_fingerprints if state else []))
         node_before = node.snapshot()

@@ -18,9 +18,9 @@ def _warm_content_types() -> None:
     ContentType.objects.get_for_models(m.Accelerator, m.Nic, m.NicPort, m.Node, m.InstalledSoftware)
 
 # First sight of a node's cards and NICs: token, locks, reads, one bulk write per kind of row, records, report.
-FIRST_REPORT_QUERIES = 20
+FIRST_REPORT_QUERIES = 21
 # Everything changes at once: facts, slots, firmware, an Xid on every card, port GUIDs, software.
-CHANGED_REPORT_QUERIES = 24
+CHANGED_REPORT_QUERIES = 25
 # The same inventory again: authenticate (token + node + state in one query), one UPDATE of last_seen_at.
 UNCHANGED_REPORT_QUERIES = 2
 
