@@ -31,7 +31,8 @@ def ticket_list(user: AbstractBaseUser, filters: Mapping[str, Any] | None = None
     """Tickets `user` may see, filtered. Filters (all optional): type, state, status (open/closed/all, default
     open), assignee ('me', a user id, or 'group:<id>'), mine (requested, assigned, in my group or watched),
     node (hostname substring), site (code), q (reference like REP-12, or words of the title)."""
-    f = dict(filters or {})
+    # A QueryDict (request.GET / query_params) must give single values, not lists.
+    f = filters.dict() if hasattr(filters, "dict") else dict(filters or {})
     qs = tickets_visible(user).select_related("requester", "assignee", "assignee_group", "site")
     status = f.get("status") or "open"
     if status == "open":

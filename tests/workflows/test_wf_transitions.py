@@ -54,8 +54,12 @@ CASES: dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any]]] = {
 }
 
 
+# The ticket types of this issue; other apps register their own (driver_rollout, ...) and test them themselves.
+OWN_TYPES = {"repair", "decommission", "incident"}
+
+
 def test_every_declared_transition_has_a_case():
-    declared = {(wf.type, t.name) for wf in workflows() for t in wf.transitions}
+    declared = {(wf.type, t.name) for wf in workflows() if wf.type in OWN_TYPES for t in wf.transitions}
     assert declared == set(CASES), f"missing: {sorted(declared - set(CASES))}; stale: {sorted(set(CASES) - declared)}"
 
 

@@ -1,0 +1,1 @@
+"""REST API of the workflows app (mounted at /api/workflows/ by workflows/api_urls.py)."""
