@@ -7,7 +7,6 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils import timezone
 
 from gpuops.context import ChangeSource, change_context
 
@@ -26,6 +25,7 @@ from .models import (
     ShipmentItem,
 )
 from .services import requests as svc
+from .services.receiving import discrepancy_resolve
 
 
 class RequestLineInline(admin.TabularInline):
@@ -174,10 +174,16 @@ class DiscrepancyAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    @admin.action(description="Mark resolved (note what was done in the resolution field first)")
+    @admin.action(description="Mark resolved (write what was done in each one's resolution field first)")
     def resolve_selected(self, request: HttpRequest, queryset: QuerySet[Discrepancy]) -> None:
-        count = queryset.filter(status=DiscrepancyStatus.OPEN).update(
-            status=DiscrepancyStatus.RESOLVED, resolved_at=timezone.now(), resolved_by=request.user)
+        count = 0
+        with change_context(actor=request.user, source=ChangeSource.ADMIN):
+            for row in queryset.filter(status=DiscrepancyStatus.OPEN):
+                try:
+                    discrepancy_resolve(discrepancy=row, actor=request.user, resolution=row.resolution)
+                    count += 1
+                except ValidationError:
+                    self.message_user(request, f"{row}: write the resolution first.", messages.WARNING)
         self.message_user(request, f"Resolved {count} discrepancy(ies).", messages.SUCCESS)
 
 

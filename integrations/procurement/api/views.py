@@ -1,7 +1,8 @@
 """Procurement REST API: requests (create, submit, approve, reject, cancel, retry the PO), discrepancies,
 approval rules (read) and inbound events (read). Views parse, call one service, serialise.
 
-Permissions: reading requires `procurement.view_procurementrequest` (requesters always see their own);
+Permissions: reading requires `procurement.view_procurementrequest` or membership of an approval group
+(requesters always see their own);
 creating, submitting and cancelling require `procurement.add_procurementrequest`; voting requires being in the
 group of an open level of the request's approval chain (checked by the service); resolving a discrepancy
 requires `procurement.change_discrepancy`.
@@ -15,7 +16,6 @@ from collections.abc import Iterator
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
 from django.db.models import Prefetch, Q, QuerySet
-from django.utils import timezone
 from rest_framework import exceptions, mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -27,13 +27,13 @@ from ..inbound import event_enqueue, event_requeue
 from ..models import (
     ApprovalRule,
     Discrepancy,
-    DiscrepancyStatus,
     InboundEvent,
     ProcurementRequest,
     RequestLine,
     RequestState,
 )
 from ..services import requests as svc
+from ..services.receiving import discrepancy_resolve
 from .serializers import (
     ApprovalRuleSerializer,
     CommentInputSerializer,
@@ -56,6 +56,12 @@ def service_errors() -> Iterator[None]:
         raise exceptions.ValidationError(detail) from exc
 
 
+def can_see_all_requests(user) -> bool:
+    """The global view permission, or membership of an approval group (approvers must see what they vote on)."""
+    return user.has_perm("procurement.view_procurementrequest") or ApprovalRule.objects.filter(
+        is_active=True, group__in=user.groups.all()).exists()
+
+
 def _require(request: Request, perm: str) -> None:
     if not request.user.has_perm(perm):
         raise exceptions.PermissionDenied(f"Requires {perm}.")
@@ -73,7 +79,7 @@ class ProcurementRequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin
                 "site", "server_model", "accelerator_model", "part_model")),
             "approvals", "shipments__site", "discrepancies__shipment")
         user = self.request.user
-        if not user.has_perm("procurement.view_procurementrequest"):
+        if not can_see_all_requests(user):
             qs = qs.filter(requested_by=user)
         params = self.request.query_params
         if state := params.get("state"):
@@ -157,7 +163,7 @@ class DiscrepancyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
     def get_queryset(self) -> QuerySet[Discrepancy]:
         qs = Discrepancy.objects.select_related("request", "shipment")
         user = self.request.user
-        if not user.has_perm("procurement.view_procurementrequest"):
+        if not can_see_all_requests(user):
             qs = qs.filter(request__requested_by=user)
         params = self.request.query_params
         for name in ("status", "kind"):
@@ -173,11 +179,9 @@ class DiscrepancyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
         _require(request, "procurement.change_discrepancy")
         body = ReasonInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        row = self.get_object()
-        Discrepancy.objects.filter(pk=row.pk, status=DiscrepancyStatus.OPEN).update(
-            status=DiscrepancyStatus.RESOLVED, resolved_at=timezone.now(), resolved_by=request.user,
-            resolution=body.validated_data["reason"][:500])
-        row.refresh_from_db()
+        with service_errors(), change_context(actor=request.user, source=ChangeSource.API):
+            row = discrepancy_resolve(discrepancy=self.get_object(), actor=request.user,
+                                      resolution=body.validated_data["reason"])
         return Response(self.get_serializer(row).data)
 
 

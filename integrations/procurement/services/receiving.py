@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
@@ -386,12 +387,28 @@ def request_receipt_refresh(request: ProcurementRequest) -> ProcurementRequest:
                                         PoState.DELIVERED if complete else PoState.PARTIALLY_DELIVERED)
         if req.state in (RequestState.ORDERED, RequestState.PARTIALLY_RECEIVED, RequestState.APPROVED):
             req.state = RequestState.RECEIVED if complete else RequestState.PARTIALLY_RECEIVED
-        if req.state == RequestState.RECEIVED and req.invoice_number:
+        # Closed only when nothing is left to sort out: received, invoiced, and no open discrepancy.
+        if req.state == RequestState.RECEIVED and req.invoice_number and not req.discrepancies.filter(
+                status=DiscrepancyStatus.OPEN).exists():
             req.state = RequestState.CLOSED
         req.is_open = req.state not in (RequestState.RECEIVED, RequestState.CLOSED, RequestState.REJECTED,
                                         RequestState.CANCELLED)
         req.save()
     return req
+
+
+@transaction.atomic
+def discrepancy_resolve(*, discrepancy: Discrepancy, actor: object, resolution: str) -> Discrepancy:
+    """Close a discrepancy with what was done about it; the request closes when it was the last one open."""
+    if not resolution.strip():
+        raise ValidationError({"resolution": "Say what was done about it."})
+    row = Discrepancy.objects.select_for_update().get(pk=discrepancy.pk)
+    if row.status == DiscrepancyStatus.OPEN:
+        row.status, row.resolved_at, row.resolution = DiscrepancyStatus.RESOLVED, timezone.now(), resolution[:500]
+        row.resolved_by = actor if getattr(actor, "is_authenticated", False) else None
+        row.save()
+        request_receipt_refresh(row.request)
+    return row
 
 
 def request_reconcile(request: ProcurementRequest, *, now: dt.datetime | None = None) -> list[Discrepancy]:
@@ -472,6 +489,7 @@ __all__ = [
     "DeliveryResult",
     "ShipmentLineData",
     "discrepancy_open",
+    "discrepancy_resolve",
     "months_add",
     "request_po_state_set",
     "request_receipt_refresh",
