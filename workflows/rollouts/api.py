@@ -6,6 +6,7 @@
                                          (?nodes=all lists every node of every wave)
     POST /api/rollouts/plan-preview/     the plan a package + selector + options would give now (nothing saved)
     GET  /api/rollouts/provisioning/<id>/progress/   a provisioning run's steps and log
+    POST /api/rollouts/os-install/callback/          the OS install system reports a job's end (HMAC-signed)
 
 Operator actions (start, pause, resume, abort, roll back all) are ticket transitions
 (POST /api/workflows/tickets/<id>/transitions/<name>/), so they are permission-checked and audited once.
@@ -16,7 +17,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 from rest_framework import exceptions, serializers, viewsets
 from rest_framework.decorators import action
-from rest_framework.permissions import IsAuthenticated
+from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -149,4 +150,35 @@ class ProvisioningProgressView(ApiViewMixin, APIView):
         return Response(provisioning_progress(run))
 
 
-__all__ = ["PlanPreviewView", "ProvisioningProgressView", "RolloutViewSet", "package_lookup"]
+class OsInstallCallbackView(APIView):
+    """The install system's callback: {"id", "status", "message"}, signed (X-Gpuops-Signature: sha256=<hmac>) with
+    the shared secret from the environment variable OS_INSTALL_CALLBACK_SECRET_ENV. No session or token: the
+    signature is the authentication, checked over the raw body before anything is parsed. 202 when recorded,
+    404 for a job no open provisioning run knows, 403 for a bad signature."""
+
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+
+    def post(self, request: Request) -> Response:
+        from integrations.os_install.webhook import SIGNATURE_HEADER, callback_secret, callback_verify
+
+        from .conf import rollouts_setting
+        from .provisioning.services import ProvisioningError, os_install_callback_record
+
+        body = request.body  # the raw bytes the signature covers
+        secret = callback_secret(rollouts_setting("OS_INSTALL_CALLBACK_SECRET_ENV"))
+        if not callback_verify(body, request.headers.get(SIGNATURE_HEADER, ""), secret):
+            raise exceptions.PermissionDenied("bad or missing signature")
+        data = request.data
+        try:
+            run = os_install_callback_record(ref=str(data.get("id", "")), status=str(data.get("status", "")),
+                                             message=str(data.get("message", "")))
+        except ProvisioningError as exc:
+            raise exceptions.ValidationError({"status": str(exc)}) from exc
+        if run is None:
+            raise exceptions.NotFound("no open provisioning run has this install job")
+        return Response({"recorded": True, "provisioning_id": run.pk}, status=202)
+
+
+__all__ = ["OsInstallCallbackView", "PlanPreviewView", "ProvisioningProgressView", "RolloutViewSet",
+           "package_lookup"]

@@ -10,6 +10,7 @@ router.register("", api.RolloutViewSet, basename="rollout")
 
 urlpatterns = [
     path("plan-preview/", api.PlanPreviewView.as_view(), name="rollout-plan-preview"),
+    path("os-install/callback/", api.OsInstallCallbackView.as_view(), name="os-install-callback"),
     path("provisioning/<int:pk>/progress/", api.ProvisioningProgressView.as_view(), name="provisioning-progress"),
     path("", include(router.urls)),
 ]

@@ -33,6 +33,7 @@ def _workflows_register() -> None:
     two modules are added to ALL.
     """
     from workflows import registry
-    from workflows.definitions import rollout
+    from workflows.definitions import provisioning, rollout
 
     registry.register(rollout.WORKFLOW)
+    registry.register(provisioning.WORKFLOW)

@@ -16,11 +16,9 @@ DEFAULTS: dict[str, Any] = {
     # Keyword arguments of the executor, e.g. for integrations.executors.ssh.SshExecutor:
     # {"username": "gpuops", "key_file": "/etc/gpuops/ssh/id_ed25519", "known_hosts": "/etc/gpuops/ssh/known_hosts"}.
     "EXECUTOR_OPTIONS": {},
-    # Drains and resumes nodes. "auto" uses the workflows app's scheduler registry when it is installed and a
-    # logging no-op otherwise; a dotted path forces one implementation (tests install a fake).
-    "SCHEDULER": "auto",
     # Pushes switch port configuration during provisioning (integrations.ports.SwitchConfigurator).
-    "SWITCH_CONFIGURATOR": "workflows.rollouts.provisioning.switch_ports.LoggingSwitchConfigurator",
+    # The in-memory fake is the demo default; production: "integrations.switches.config_push.NetmikoConfigurator".
+    "SWITCH_CONFIGURATOR": "integrations.switches.fakes.FakeSwitchConfigurator",
     "SWITCH_CONFIGURATOR_OPTIONS": {},
     # Hands a node to the PXE/OS install system.
     "OS_INSTALLER": "integrations.os_install.fake.FakeOsInstaller",
@@ -47,8 +45,15 @@ DEFAULTS: dict[str, Any] = {
     "BURN_IN_TIMEOUT_MINUTES": 240,
     "OS_INSTALL_TIMEOUT_MINUTES": 90,
     "OS_INSTALL_POLL_SECONDS": 60,
+    # The image provisioning asks for when the ticket names none: {vendor slug: image}, "default" for the rest.
+    "OS_IMAGES": {"default": "ubuntu-22.04-gpu", "ascend": "openeuler-22.03-sp3-ascend",
+                  "hygon": "openeuler-22.03-sp3-dtk"},
+    # Environment variable with the shared secret that signs OS install callbacks (empty: callbacks refused).
+    "OS_INSTALL_CALLBACK_SECRET_ENV": "GPUOPS_OS_INSTALL_CALLBACK_SECRET",
+    # Each accelerator vendor's driver component (the one provisioning installs as the baseline).
+    "DRIVER_COMPONENTS": {"nvidia": "nvidia-driver", "ascend": "ascend-driver", "hygon": "hygon-driver"},
     # The baseline driver each accelerator vendor gets at provisioning: {vendor slug: [[component, version], ...]}.
-    # Empty: the newest package of the vendor's main driver component that supports the node's card model.
+    # Empty: the version most of the target cluster runs, else the newest package supporting the node's cards.
     "BASELINE_DRIVERS": {},
     # Approvals a driver rollout ticket needs (the requester never counts).
     "APPROVALS_REQUIRED": 1,

@@ -31,20 +31,11 @@ def rollout_advance_task(rollout_id: int) -> str:
 
 @shared_task(base=BaseTask, name="workflows.rollouts.wake_due")
 def wake_due_task() -> dict[str, int]:
-    """Beat: publish due node and provisioning steps, requeue lost ones, and advance active rollouts."""
-    from .provisioning.runner import provisioning_steps_sweep
+    """Beat: publish due node steps, requeue lost ones, and advance active rollouts (a lost advance message must
+    not stall a rollout between waves). Provisioning steps are ticket steps: the workflows app's sweeps cover them."""
     from .runner import node_steps_sweep
     from .services import rollouts_advance_active
 
     counts = node_steps_sweep()
-    counts["provisioning"] = sum(provisioning_steps_sweep().values())
     counts["rollouts"] = rollouts_advance_active()
     return counts
-
-
-@shared_task(base=BaseTask, name="workflows.rollouts.provisioning_step", autoretry_for=(), max_retries=0)
-def provisioning_step_task(step_id: str) -> str:
-    """Run one attempt of provisioning step `step_id` (== this task's id). Same claim rules as node steps."""
-    from .provisioning.runner import provisioning_step_execute
-
-    return provisioning_step_execute(step_id)

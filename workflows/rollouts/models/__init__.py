@@ -1,7 +1,7 @@
 """Models of the rollouts app: node locks, driver rollouts, provisioning runs."""
 
 from .locks import NodeLock
-from .provisioning import ProvisioningLogLine, ProvisioningRun, ProvisioningStatus, ProvisioningStep
+from .provisioning import ProvisioningRun, ProvisioningStatus
 from .rollouts import (
     FINAL_STATUSES,
     IN_FLIGHT_NODE_STATES,
@@ -32,10 +32,8 @@ __all__ = [
     "NodeRunState",
     "NodeStep",
     "NodeStepStatus",
-    "ProvisioningLogLine",
     "ProvisioningRun",
     "ProvisioningStatus",
-    "ProvisioningStep",
     "Rollout",
     "RolloutStatus",
     "RolloutWave",

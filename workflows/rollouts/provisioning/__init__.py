@@ -1,0 +1,1 @@
+"""Provisioning a received node up to active: placement, links, ports, OS, driver, burn-in, join."""
