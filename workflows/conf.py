@@ -42,8 +42,9 @@ DEFAULTS: dict[str, Any] = {
     "STEP_RETRY_BACKOFF_MAX_SECONDS": 300,
     # A run "running" longer than its time limit plus this grace is presumed lost with its worker.
     "REAPER_GRACE_SECONDS": 120,
-    # How often the ticket page polls for step progress.
+    # How often the ticket page polls for step progress: while steps run, and while one waits on an event.
     "UI_POLL_SECONDS": 3,
+    "UI_POLL_WAITING_SECONDS": 15,
 }
 
 # Periodic tasks of the workflows app. Added to Celery's beat schedule in WorkflowsConfig.ready() unless the

@@ -283,12 +283,26 @@ def transition_apply(*, ticket: Ticket, name: str, actor: AbstractBaseUser | Non
         values, field_errors = fields_clean(t.fields, data, user=actor if not system else None)
         errors = list(field_errors.values())
         if not field_errors:
+            errors += change_plan_errors(locked, wf, t)
             for guard in t.guards:
                 errors += guard(locked, values)
         if errors:
             raise GuardError(errors, field_errors=field_errors)
         return _transition_commit(locked, wf, t, actor=actor, values=values, idempotency_key=idempotency_key,
                                   by_run=by_run)
+
+
+def change_plan_errors(ticket: Ticket, wf: Workflow, t: Transition) -> list[str]:
+    """The engine's own guard for change tickets: nothing goes to approval without its plan and rollback plan
+    (DESIGN.md, change safety). Applies to every workflow declared `is_change`."""
+    if not (wf.is_change and wf.approval and t.target == wf.approval.state):
+        return []
+    errors = []
+    if not ticket.change_plan.strip():
+        errors.append("Write the change plan before submitting.")
+    if not ticket.rollback_plan.strip():
+        errors.append("Write the rollback plan before submitting.")
+    return errors
 
 
 def _check_person_may_take(ticket: Ticket, t: Transition, actor: AbstractBaseUser | None) -> None:
@@ -542,6 +556,7 @@ __all__ = [
     "WorkflowError",
     "approval_record",
     "approval_snapshot",
+    "change_plan_errors",
     "comment_add",
     "fields_clean",
     "link_add",

@@ -186,7 +186,7 @@ def poll_seconds(ticket: Ticket) -> int | None:
     if statuses & set(BUSY_STATUSES):
         return int(workflows_setting("UI_POLL_SECONDS"))
     if StepStatus.WAITING in statuses:
-        return 15
+        return int(workflows_setting("UI_POLL_WAITING_SECONDS"))
     return None
 
 

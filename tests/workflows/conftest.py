@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
 from django.contrib.auth.models import Group
+from django.utils import timezone
 
 from cmdb import models as m
 from integrations.notifiers import registry as notifier_registry
@@ -76,8 +78,6 @@ class WorkflowHarness:
 
     def wake(self) -> int:
         """Make every waiting run due now and run the waker (what beat does every 30 s)."""
-        from django.utils import timezone
-
         StepRun.objects.filter(status=StepStatus.WAITING).update(wake_at=timezone.now())
         with self.capture(execute=True):
             return runs_wake_due()
@@ -127,6 +127,13 @@ class Fleet:
     @property
     def failed(self) -> m.Accelerator:
         return self.cards[3]
+
+    def reservation_for(self, ticket) -> m.StockReservation:
+        """An active reservation of a fresh spare (serial SP-1) held by `ticket`."""
+        spare = self.spare("SP-1")
+        now = timezone.now()
+        return m.StockReservation.objects.create(accelerator=spare, site=self.site, reserved_for=f"ticket:{ticket.pk}",
+                                                 reserved_at=now, expires_at=now + dt.timedelta(hours=72))
 
     def spare(self, serial: str = "SPARE-0001") -> m.Accelerator:
         return AcceleratorFactory(model=self.model, serial=serial, lifecycle="in_stock", node=None, slot_index=None,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from django.utils import timezone
 
@@ -207,3 +209,19 @@ def test_two_failed_cards_in_one_node_resume_only_after_both(wf, fleet, tech):
     take(wf, second, "diagnose_false_alarm", tech, note="same")
     node = m.Node.objects.get(pk=fleet.node.pk)
     assert not node.is_cordoned and node.status == "active"
+
+
+def test_expired_reservation_blocks_the_swap_until_reserved_again(wf, fleet, tech):
+    from cmdb.services.stock import reservations_expire
+
+    fleet.spare("SPARE-A")
+    ticket = open_by_hook(wf, fleet)
+    ticket = take(wf, ticket, "diagnose_replace", tech)
+    reservations_expire(now=timezone.now() + dt.timedelta(days=4))  # the technician took too long
+    with pytest.raises(GuardError, match="reservation of spare SPARE-A is expired"):
+        take(wf, ticket, "confirm_swap", tech, old_serial=fleet.failed.serial, new_serial="SPARE-A")
+    ticket = take(wf, ticket, "reserve_again", tech)
+    assert ticket.state == "awaiting_swap" and ticket.data["spare_serial"] == "SPARE-A"
+    assert StepRun.objects.filter(ticket=ticket, step="reserve_spare").count() == 2
+    ticket = take(wf, ticket, "confirm_swap", tech, old_serial=fleet.failed.serial, new_serial="SPARE-A")
+    assert ticket.state == "verifying"

@@ -1,6 +1,6 @@
 """Decommission a node: a change, so it needs a plan, a rollback plan and N approvals before anything moves.
 
-    draft --submit (plans required)--> awaiting_approval
+    draft --submit (plans required: the engine's rule for change tickets)--> awaiting_approval
     awaiting_approval --N approvals (requester excluded)--> draining [drain] --drained--> removing_from_cluster
     awaiting_approval --one rejection--> rejected --revise--> draft
     removing_from_cluster [remove_from_cluster] --removed--> awaiting_wipe
@@ -75,16 +75,6 @@ def _on_create(ticket: Ticket, values: Mapping[str, Any]) -> None:
 def _dedup(values: Mapping[str, Any]) -> str:
     node = values.get("node")
     return f"decommission:node:{node.pk}" if isinstance(node, Node) else ""
-
-
-def plans_present(ticket: Ticket, values: Mapping[str, Any]) -> list[str]:
-    """A change is submitted with its plan and its way back."""
-    errors = []
-    if not ticket.change_plan.strip():
-        errors.append("Write the change plan before submitting.")
-    if not ticket.rollback_plan.strip():
-        errors.append("Write the rollback plan before submitting.")
-    return errors
 
 
 def node_not_decommissioned(ticket: Ticket, values: Mapping[str, Any]) -> list[str]:
@@ -191,7 +181,8 @@ CANCELLABLE = frozenset({S.DRAFT, S.AWAITING_APPROVAL, S.REJECTED, S.DRAINING, S
 
 TRANSITIONS = (
     Transition("submit", "Submit for approval", frozenset({S.DRAFT}), S.AWAITING_APPROVAL, "decommission_submit",
-               guards=(plans_present, node_not_decommissioned), allow_requester=True, fields=(NOTE,)),
+               guards=(node_not_decommissioned,), allow_requester=True, fields=(NOTE,),
+               description="The engine refuses it until the change plan and the rollback plan are written."),
     Transition("approve", "Approved", frozenset({S.AWAITING_APPROVAL}), S.DRAINING, None, step="drain"),
     Transition("reject", "Rejected", frozenset({S.AWAITING_APPROVAL}), S.REJECTED, None),
     Transition("revise", "Revise", frozenset({S.REJECTED}), S.DRAFT, "decommission_submit", allow_requester=True,

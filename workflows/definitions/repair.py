@@ -8,6 +8,7 @@ adds to its timeline) or by hand. Then:
                                        |--no_spare--> waiting_for_spare [reserve_spare re-checks] --spare_reserved--^
     diagnosing --verdict: reseated--> verifying           diagnosing --verdict: false alarm--> resuming
     awaiting_swap --confirm_swap (old + new serials)--> updating_cmdb [update_cmdb] --cmdb_updated--> verifying
+    awaiting_swap --reserve_again (the reservation expired)--> reserving_spare
     verifying [verify: the card reports healthy after the swap] --verified--> resuming
                                                               --verify_timed_out--> verify_timed_out
     verify_timed_out --reverify--> verifying;  --force_resume--> resuming
@@ -131,9 +132,14 @@ def replacement_serial_is_new(ticket: Ticket, values: Mapping[str, Any]) -> list
     return []
 
 
-def has_spare_reserved(ticket: Ticket, values: Mapping[str, Any]) -> list[str]:
-    if not ticket.data.get("reservation_id"):
+def spare_still_reserved(ticket: Ticket, values: Mapping[str, Any]) -> list[str]:
+    """Reservations expire (cmdb reservations_expire, 72 h by default): a swap needs one that is still held."""
+    res = StockReservation.objects.filter(pk=ticket.data.get("reservation_id")).first()
+    if res is None:
         return ["No spare is reserved for this ticket."]
+    if res.status != "active":
+        return [f"The reservation of spare {ticket.data.get('spare_serial')} is {res.status}; "
+                "take 'Reserve a spare again' first."]
     return []
 
 
@@ -311,11 +317,14 @@ TRANSITIONS = (
     Transition("spare_reserved", "Spare reserved", frozenset({S.RESERVING_SPARE, S.WAITING_FOR_SPARE}),
                S.AWAITING_SWAP, None),
     Transition("confirm_swap", "Confirm swap", frozenset({S.AWAITING_SWAP}), S.UPDATING_CMDB, "repair_swap",
-               step="update_cmdb", guards=(has_spare_reserved, swap_serials_match),
+               step="update_cmdb", guards=(spare_still_reserved, swap_serials_match),
                fields=(Field("old_serial", "Serial of the card removed"),
                        Field("new_serial", "Serial of the card installed"), NOTE),
                description="Type the serials from the cards' labels; they must match the failed card and the "
                            "reserved spare."),
+    Transition("reserve_again", "Reserve a spare again", frozenset({S.AWAITING_SWAP}), S.RESERVING_SPARE,
+               "repair_swap", step="reserve_spare", style="secondary", fields=(NOTE,),
+               description="When the reservation expired or the reserved spare turned out bad."),
     Transition("cmdb_updated", "CMDB updated", frozenset({S.UPDATING_CMDB}), S.VERIFYING, None, step="verify"),
     Transition("verified", "Card verified healthy", frozenset({S.VERIFYING}), S.RESUMING, None, step="resume"),
     Transition("verify_timed_out", "Verification timed out", frozenset({S.VERIFYING}), S.VERIFY_TIMED_OUT, None),
