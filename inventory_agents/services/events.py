@@ -123,7 +123,10 @@ class EventBook:
     def node_health(self) -> str:
         # Node-level signals (an Xid on a bus no card of the CMDB has) degrade the node but fail no card.
         from_node = [Health.DEGRADED if g.health == Health.FAILED else g.health for g in self.node_grades]
-        return worst(Health.OK, *[c.health for c in self.run.node_cards], *from_node)
+        # A missing card's "unknown" says nothing about the node; a missing card that failed (or is degraded) does.
+        cards = [c.health for c in self.run.node_cards
+                 if not c.is_missing or c.health in (Health.FAILED, Health.DEGRADED)]
+        return worst(Health.OK, *cards, *from_node)
 
     def apply(self) -> None:
         """Create or count events (every card has an id now) and resolve `missing` events of cards seen again."""

@@ -54,11 +54,18 @@ def nodes_flag_stale(*, now: dt.datetime | None = None, stale_after_minutes: int
 
 
 def reports_prune(*, keep: int | None = None) -> int:
-    """Delete all but the newest `keep` reports of each node (AGENT_REPORTS_KEEP_PER_NODE). Returns rows deleted."""
+    """Delete all but the newest `keep` reports of each node (AGENT_REPORTS_KEEP_PER_NODE). Returns rows deleted.
+
+    Runs hourly or daily; a few thousand ids per statement."""
     keep = keep if keep is not None else setting("AGENT_REPORTS_KEEP_PER_NODE")
-    ranked = Report.objects.annotate(
-        rank=Window(RowNumber(), partition_by=[F("node_id")], order_by=F("received_at").desc())
-    ).filter(rank__gt=keep).values_list("pk", flat=True)
+    by_node = {"partition_by": [F("node_id")], "order_by": F("received_at").desc()}
+    # The newest report that carries a payload is kept whatever its age: the periodic full passes of an
+    # unchanged node store none and point back at it.
+    newest_payload = Report.objects.filter(payload__isnull=False).annotate(
+        rank=Window(RowNumber(), **by_node)).filter(rank=1).values_list("pk", flat=True)
+    beyond = Report.objects.annotate(rank=Window(RowNumber(), **by_node)).filter(rank__gt=keep).values("pk")
+    # Excluded outside the ranked query: a WHERE inside it would filter rows before they are ranked.
+    ranked = Report.objects.filter(pk__in=beyond).exclude(pk__in=newest_payload).values_list("pk", flat=True)
     deleted = 0
     while True:
         ids = list(ranked[:BATCH])

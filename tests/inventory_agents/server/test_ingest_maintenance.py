@@ -65,7 +65,9 @@ def test_a_report_clears_the_flag(node, token, post):
 def test_only_the_newest_reports_per_node_are_kept(node, token, post, settings):
     settings.GPUOPS = {**settings.GPUOPS, "AGENT_REPORTS_KEEP_PER_NODE": 3, "AGENT_FULL_RECONCILE_MINUTES": 0}
     for hour in range(6):
-        post(report_of(node, collected_at=f"2030-01-01T{hour:02d}:00:00Z"), token)
+        report = report_of(node, collected_at=f"2030-01-01T{hour:02d}:00:00Z")
+        report["system"]["kernel"] = f"6.8.0-{hour}-generic"  # a change each time: each report keeps its payload
+        post(report, token)
     other = NodeFactory()
     Report.objects.create(node=other, received_at=timezone.now(), status="rejected")
     assert Report.objects.filter(node=node).count() == 6
@@ -74,3 +76,14 @@ def test_only_the_newest_reports_per_node_are_kept(node, token, post, settings):
     assert [k.hour for k in kept] == [3, 4, 5]
     assert Report.objects.filter(node=other).count() == 1
     assert reports_prune() == 0
+
+
+def test_the_newest_report_with_a_payload_survives_pruning(node, token, post, settings):
+    settings.GPUOPS = {**settings.GPUOPS, "AGENT_REPORTS_KEEP_PER_NODE": 2, "AGENT_FULL_RECONCILE_MINUTES": 0}
+    for hour in range(5):  # the same inventory: only the first full pass stores the payload
+        post(report_of(node, collected_at=f"2030-01-01T{hour:02d}:00:00Z"), token)
+    assert Report.objects.filter(node=node, payload__isnull=False).count() == 1
+    reports_prune()
+    kept = Report.objects.filter(node=node).order_by("collected_at")
+    assert [r.collected_at.hour for r in kept] == [0, 3, 4]
+    assert kept[0].payload is not None
