@@ -45,6 +45,9 @@ DEFAULTS: dict[str, Any] = {
     # How often the ticket page polls for step progress: while steps run, and while one waits on an event.
     "UI_POLL_SECONDS": 3,
     "UI_POLL_WAITING_SECONDS": 15,
+    # Templates other apps contribute to the ticket page (each gets `ticket`; each decides whether it applies).
+    # Missing templates are skipped, so an app can be removed without breaking ticket pages.
+    "TICKET_PANELS": ["rollouts/_ticket_panel.html"],
 }
 
 # Periodic tasks of the workflows app. Added to Celery's beat schedule in WorkflowsConfig.ready() unless the

@@ -3,6 +3,7 @@ operator actions. Views are thin: they parse the request, call engine services, 
 
 from __future__ import annotations
 
+import functools
 import uuid
 from typing import Any
 
@@ -13,10 +14,13 @@ from django.contrib.auth.models import Group
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
+from django.template import TemplateDoesNotExist
+from django.template.loader import get_template
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from . import engine
+from .conf import workflows_setting
 from .declarations import Transition, Workflow
 from .engine import ForbiddenError, WorkflowError
 from .forms import InputsForm, PlansForm, TicketCreateForm
@@ -115,6 +119,15 @@ def ticket_create_view(request: HttpRequest, type_: str) -> HttpResponse:
 # --- detail and live partial --------------------------------------------------------------------------------------
 
 
+@functools.cache
+def _panel_exists(name: str) -> bool:
+    try:
+        get_template(name)
+    except TemplateDoesNotExist:
+        return False
+    return True
+
+
 def _detail_context(request: HttpRequest, ticket: Ticket) -> dict[str, Any]:
     wf = _workflow_or_404(ticket.type)
     actions = ticket_actions(request.user, ticket)
@@ -133,6 +146,7 @@ def _detail_context(request: HttpRequest, ticket: Ticket) -> dict[str, Any]:
         "idempotency_key": uuid.uuid4().hex, "is_watching": ticket.watchers.filter(pk=request.user.pk).exists(),
         "data_rows": sorted((k, v) for k, v in ticket.data.items() if not isinstance(v, dict | list)),
         "groups": Group.objects.order_by("name") if actions.can_assign else [],
+        "panels": [name for name in workflows_setting("TICKET_PANELS") if _panel_exists(name)],
     }
 
 
