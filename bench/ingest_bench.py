@@ -1,0 +1,177 @@
+"""Agent report ingestion at fleet scale, through the real endpoint (POST /api/agent/reports/).
+
+Usage: python bench/ingest_bench.py [--database-url URL] [--nodes N] [--procs P] [--skip-seed]
+
+1. The large demo fleet (12,500 nodes, 100,000 accelerators) is loaded if absent (`demo_load(scale="large")`).
+2. Every bench node gets a fresh agent token; earlier bench state (ingest state, stored reports) is cleared.
+3. One report per node is built from the CMDB rows (what the agent would send if the CMDB were right).
+4. Phases, each over all bench nodes, posted by P processes (each with its own Django test client and database
+   connection, the nodes split between them):
+   - first:     the first report of each node: full reconciliation (lock, match 8 cards, NICs, software);
+   - unchanged: the same inventory again with a new collected_at: the cheap path (digest compare, one UPDATE);
+   - changed:   a driver upgrade on every node (8 cards + installed software change, change records written).
+Prints reports/s, queries per report (counted with a connection execute_wrapper) and latency percentiles.
+The bodies are serialised before the clock starts; the timing covers the request through Django to the database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/gpuops_ingest_bench"
+UPGRADE = {"nvidia": ("nvidia-driver", "570.133.20"), "ascend": ("ascend-driver", "24.1.rc3"),
+           "hygon": ("hygon-driver", "6.3.9")}
+
+
+def _setup(url: str) -> None:
+    os.environ["DATABASE_URL"] = url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpuops.settings")
+    import django
+
+    django.setup()
+
+
+def _prepare(args) -> list[tuple[str, bytes, bytes, bytes]]:
+    """(token, first body, unchanged body, changed body) per bench node."""
+    from django.db import transaction
+    from django.utils import timezone
+
+    from cmdb import models as m
+    from cmdb.services.demo import demo_load
+    from inventory_agents.models import AgentState, AgentToken, Report
+    from inventory_agents.services.synthetic import nodes_for_reports, report_for
+    from inventory_agents.services.tokens import AGENT_PREFIX, _token_new, token_hash
+
+    if not args.skip_seed and m.Node.objects.count() < 12_500:
+        started = time.monotonic()
+        print("loading the large demo fleet ...", flush=True)
+        demo_load(scale="large")
+        print(f"  loaded in {time.monotonic() - started:.0f} s", flush=True)
+    ids = list(m.Node.objects.filter(status="active").order_by("pk").values_list("pk", flat=True)[: args.nodes])
+    with transaction.atomic():
+        # A clean slate for the bench nodes. Tokens are bulk-created (no change records): setup, not the subject.
+        Report.objects.filter(node_id__in=ids).delete()
+        AgentState.objects.filter(node_id__in=ids).delete()
+        AgentToken.objects.filter(node_id__in=ids).delete()
+        m.Node.objects.filter(pk__in=ids).update(is_stale=False)
+        tokens = {pk: _token_new(AGENT_PREFIX) for pk in ids}
+        AgentToken.objects.bulk_create([AgentToken(node_id=pk, token_hash=token_hash(t), prefix=t[:10],
+                                                   description="ingest bench") for pk, t in tokens.items()],
+                                       batch_size=5000)
+    now = timezone.now()
+    later = now + __import__("datetime").timedelta(minutes=5)
+    much_later = now + __import__("datetime").timedelta(minutes=10)
+    out = []
+    for start in range(0, len(ids), 500):
+        for node in nodes_for_reports(ids[start:start + 500]):
+            first = report_for(node, collected_at=now)
+            unchanged = {**first, "collected_at": later.strftime("%Y-%m-%dT%H:%M:%SZ")}
+            changed = json.loads(json.dumps(unchanged))
+            changed["collected_at"] = much_later.strftime("%Y-%m-%dT%H:%M:%SZ")
+            vendor = changed["accelerators"][0]["vendor"] if changed["accelerators"] else "nvidia"
+            component, version = UPGRADE[vendor]
+            for card in changed["accelerators"]:
+                card["driver_version"] = version
+            changed["software"] = [s for s in changed["software"] if s["component"] != component]
+            changed["software"].append({"component": component, "version": version})
+            out.append((tokens[node.pk], *(json.dumps(r).encode() for r in (first, unchanged, changed))))
+    return out
+
+
+def _worker(url: str, phase: int, items: list[tuple[str, bytes]], queue) -> None:
+    """Post `items` (token, body) one after the other; put (latencies, queries, errors) on the queue."""
+    _setup(url)
+    from django.db import connection
+    from django.test import Client
+
+    client = Client()
+    counter = {"n": 0}
+
+    def count(execute, sql, params, many, context):
+        counter["n"] += 1
+        return execute(sql, params, many, context)
+
+    latencies, errors = [], {}
+    with connection.execute_wrapper(count):
+        for token, body in items:
+            started = time.perf_counter()
+            response = client.generic("POST", "/api/agent/reports/", body, content_type="application/json",
+                                      HTTP_AUTHORIZATION=f"Token {token}")
+            latencies.append(time.perf_counter() - started)
+            if response.status_code != 200:
+                errors[response.status_code] = errors.get(response.status_code, 0) + 1
+    queue.put((latencies, counter["n"], errors))
+
+
+def _run_phase(name: str, url: str, index: int, prepared, procs: int, expect: str) -> None:
+    from django.db import connections
+
+    connections.close_all()  # children must not share the parent's connection
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    slices = [[(p[0], p[index]) for p in prepared[i::procs]] for i in range(procs)]
+    workers = [ctx.Process(target=_worker, args=(url, index, s, queue)) for s in slices if s]
+    started = time.monotonic()
+    for worker in workers:
+        worker.start()
+    results = [queue.get() for _ in workers]
+    for worker in workers:
+        worker.join()
+    elapsed = time.monotonic() - started
+    latencies = sorted(x for r in results for x in r[0])
+    queries = sum(r[1] for r in results)
+    errors: dict[int, int] = {}
+    for r in results:
+        for status, n in r[2].items():
+            errors[status] = errors.get(status, 0) + n
+    n = len(latencies)
+    p50, p95 = latencies[n // 2] * 1000, latencies[int(n * 0.95)] * 1000
+    print(f"{name:<10} {n:>6} reports in {elapsed:6.1f} s = {n / elapsed:7.1f} reports/s | "
+          f"{queries / n:5.1f} queries/report | p50 {p50:5.1f} ms  p95 {p95:6.1f} ms  mean "
+          f"{statistics.fmean(latencies) * 1000:5.1f} ms" + (f" | errors {errors}" if errors else ""), flush=True)
+    _check(expect, prepared)
+
+
+def _check(expect: str, prepared) -> None:
+    from inventory_agents.models import Report
+
+    if expect == "applied":
+        applied = Report.objects.filter(status="applied").count()
+        print(f"{'':<10} stored reports (applied): {applied}", flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL", DEFAULT_URL))
+    parser.add_argument("--nodes", type=int, default=12_500, help="bench the first N active nodes")
+    parser.add_argument("--procs", type=int, default=os.cpu_count() or 2, help="client processes")
+    parser.add_argument("--skip-seed", action="store_true", help="do not load the demo fleet when absent")
+    args = parser.parse_args()
+    _setup(args.database_url)
+    from django.db import connection
+
+    print(f"database: {connection.vendor} {args.database_url.split('@')[-1]}, {args.procs} client processes, "
+          f"{os.cpu_count()} cores", flush=True)
+    started = time.monotonic()
+    prepared = _prepare(args)
+    cards = sum(json.loads(p[1]).get("accelerators", []).__len__() for p in prepared[:50]) / max(1, min(50, len(
+        prepared)))
+    print(f"prepared {len(prepared)} reports (~{cards:.0f} cards, {len(prepared[0][1]) // 1024} KiB each) in "
+          f"{time.monotonic() - started:.0f} s", flush=True)
+    _run_phase("first", args.database_url, 1, prepared, args.procs, "applied")
+    _run_phase("unchanged", args.database_url, 2, prepared, args.procs, "")
+    _run_phase("changed", args.database_url, 3, prepared, args.procs, "applied")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
