@@ -49,6 +49,8 @@ DEFAULTS: dict[str, Any] = {
     "DISPATCH_NOTICE_GRACE_H": 24,
     # Ticket types: opened for each delivered server when that workflow is registered.
     "PROVISIONING_TICKET_TYPE": "provisioning",
+    # Group procurement tickets are assigned to (workflows/definitions/procurement.py).
+    "TICKET_ASSIGNEE_GROUP": "procurement",
     # procurement_simulate defaults.
     "SIMULATE_URL": "http://127.0.0.1:8000",
     "SIMULATE_SOURCE": "procurement",

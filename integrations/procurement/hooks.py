@@ -2,12 +2,12 @@
 
 `on_servers_delivered(node_ids, request_id=...)` runs on commit of a delivery. When a ticket type named
 GPUOPS_PROCUREMENT["PROVISIONING_TICKET_TYPE"] ("provisioning") is registered with the workflow engine, it
-opens one provisioning ticket per node through the registered opener; until then it only logs, and the
-delivered nodes stay recorded on the procurement side (ShipmentItem.node, status `received` in the CMDB).
+opens one provisioning ticket per node (tickets.provisioning_ticket_open, in state `new` for a technician to
+start); without that workflow it only logs, and the delivered nodes stay recorded on the procurement side
+(ShipmentItem.node, status `received` in the CMDB).
 
-The opener is a registration, not an import of the provisioning module, so this package does not depend on a
-workflow that may not exist: the provisioning definition (or its app's ready()) calls
-`register_provisioning_opener(fn)`.
+The workflow is looked up when a delivery happens, not imported, so this package does not depend on it.
+`register_provisioning_opener(fn)` replaces the default opener (tests, or a site-specific hand-off).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ _openers: list[ProvisioningOpener] = []
 
 
 def register_provisioning_opener(opener: ProvisioningOpener) -> None:
-    """Called by the provisioning workflow at start-up: `opener(node_id, request_id)` opens one ticket."""
+    """Use `opener(node_id, request_id)` instead of the default provisioning-ticket opener."""
     if opener not in _openers:
         _openers.append(opener)
 
@@ -32,9 +32,17 @@ def unregister_provisioning_opener(opener: ProvisioningOpener) -> None:
         _openers.remove(opener)
 
 
+def _active_openers() -> list[ProvisioningOpener]:
+    if _openers:
+        return list(_openers)
+    from .tickets import provisioning_available, provisioning_ticket_open
+
+    return [provisioning_ticket_open] if provisioning_available() else []
+
+
 def provisioning_available() -> bool:
-    """Whether delivered servers can get provisioning tickets now."""
-    return bool(_openers)
+    """Whether delivered servers get provisioning tickets now."""
+    return bool(_active_openers())
 
 
 def on_servers_delivered(node_ids: Sequence[int], *, request_id: int) -> int:
@@ -45,13 +53,14 @@ def on_servers_delivered(node_ids: Sequence[int], *, request_id: int) -> int:
     """
     if not node_ids:
         return 0
-    if not _openers:
+    openers = _active_openers()
+    if not openers:
         logger.info("request %s: %d server(s) delivered; no provisioning workflow registered, nodes stay "
                     "'received'", request_id, len(node_ids))
         return 0
     opened = 0
     for node_id in node_ids:
-        for opener in list(_openers):
+        for opener in openers:
             try:
                 opener(node_id, request_id)
                 opened += 1

@@ -54,11 +54,13 @@ def sweep(self) -> dict[str, int]:
     - events stuck in `processing` for 15 minutes (their worker died) go back to pending and are re-enqueued;
     - deferred events older than DEFERRED_EVENT_TIMEOUT_H are failed (what they waited for never came);
     - approved requests without a PO and with no error are re-enqueued (a lost task message);
-    - requests with deliveries still lacking a dispatch notice are reconciled (no_dispatch_notice after grace).
+    - requests with deliveries still lacking a dispatch notice are reconciled (no_dispatch_notice after grace);
+    - procurement tickets whose state lags their request's (a sync that failed on commit) are synced.
     """
     from .inbound import event_enqueue, events_expire_deferred, events_reclaim_stuck
     from .models import InboundEvent, ProcurementRequest, RequestState, Shipment
     from .services.receiving import request_reconcile
+    from .tickets import tickets_resync
 
     stuck = events_reclaim_stuck(older_than=dt.timedelta(minutes=15))
     for event in InboundEvent.objects.filter(pk__in=stuck):
@@ -73,4 +75,5 @@ def sweep(self) -> dict[str, int]:
     with change_context(source=ChangeSource.SYSTEM):
         for request in ProcurementRequest.objects.filter(pk__in=list(waiting)):
             request_reconcile(request)
-    return {"reclaimed": len(stuck), "expired": expired, "orders_requeued": len(orphans)}
+        resynced = tickets_resync()
+    return {"reclaimed": len(stuck), "expired": expired, "orders_requeued": len(orphans), "tickets": resynced}

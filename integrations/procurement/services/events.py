@@ -25,6 +25,7 @@ from integrations.exceptions import PermanentError
 from ..inbound import EventDeferred, event_enqueue, events_waiting
 from ..models import DiscrepancyKind, InboundEvent, PoState, ProcurementRequest, RequestState
 from ..ports import OrderLine, PurchaseOrder
+from ..tickets import ticket_sync_on_commit
 from .orders import order_attach
 from .receiving import (
     ShipmentLineData,
@@ -99,6 +100,7 @@ def _po_cancelled(event: InboundEvent, data: dict[str, Any]) -> ProcurementReque
         req.state, req.is_open, req.decided_at = RequestState.CANCELLED, False, timezone.now()
         req.notes = f"{req.notes}\nPO {req.po_number} cancelled by procurement: {reason}".strip()
         req.save()
+        ticket_sync_on_commit(req, note=f"PO {req.po_number} cancelled by procurement: {reason or 'no reason'}")
     return req
 
 

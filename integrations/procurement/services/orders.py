@@ -13,6 +13,7 @@ from integrations.exceptions import IntegrationError, PermanentError
 from ..models import PO_RANK, PoState, ProcurementRequest, RequestLine, RequestState
 from ..ports import OrderDraft, OrderLineDraft, PurchaseOrder
 from ..registry import procurement_client
+from ..tickets import ticket_sync_on_commit
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +55,7 @@ def order_attach(*, request: ProcurementRequest, po: PurchaseOrder, source: str)
     if req.state == RequestState.APPROVED:
         req.state = RequestState.ORDERED
     req.save()
+    ticket_sync_on_commit(req, note=f"PO {po.po_number} created ({source}); supplier {req.supplier or '?'}")
     by_ref = {line.line_ref: line for line in po.lines}
     for line in RequestLine.objects.filter(request=req):
         found = by_ref.get(line.line_ref)
@@ -82,6 +84,9 @@ def order_place(*, request_id: int) -> ProcurementRequest:
     except IntegrationError as exc:
         ProcurementRequest.objects.filter(pk=req.pk).update(po_error=str(exc)[:2000])
         logger.warning("placing the PO of %s failed: %s", req.reference, exc)
+        if isinstance(exc, PermanentError):
+            # Transient errors are retried by the task; a refusal needs a person, so it goes on the ticket.
+            ticket_sync_on_commit(req, note=f"Placing the PO failed: {exc}. Fix it, then 'Place the PO again'.")
         raise
     with transaction.atomic():
         req = order_attach(request=req, po=po, source="adapter")

@@ -48,6 +48,7 @@ from ..models import (
     ShipmentItemStatus,
     ShipmentStatus,
 )
+from ..tickets import ticket_sync_on_commit
 from .orders import po_state_advance
 
 # Discrepancies recomputed from scratch by request_reconcile (the others are raised once by the event handlers).
@@ -93,6 +94,7 @@ def discrepancy_open(*, request: ProcurementRequest, kind: str, subject: str, de
               "expected_quantity": expected, "actual_quantity": actual}
     found = Discrepancy.objects.filter(request=request, subject_key=key, status=DiscrepancyStatus.OPEN).first()
     if found is None:
+        ticket_sync_on_commit(request, note=f"Discrepancy ({DiscrepancyKind(kind).label}): {detail}"[:500])
         return Discrepancy.objects.create(request=request, subject_key=key, **values)
     for name, value in values.items():
         setattr(found, name, value)
@@ -248,6 +250,9 @@ def shipment_deliver(*, request: ProcurementRequest, shipment_ref: str, site_cod
     request_receipt_refresh(req)
     request_reconcile(req)
     node_ids, request_id = list(result.node_ids), req.pk
+    received = len(result.node_ids) + len(result.accelerator_ids) + len(result.part_item_ids)
+    ticket_sync_on_commit(req, note=f"{shipment_ref} delivered to {site.code}: {received} new asset(s), "
+                                    f"{result.consumable_units} consumable unit(s)")
     transaction.on_commit(lambda: on_servers_delivered(node_ids, request_id=request_id))
     return result
 
@@ -394,6 +399,7 @@ def request_receipt_refresh(request: ProcurementRequest) -> ProcurementRequest:
         req.is_open = req.state not in (RequestState.RECEIVED, RequestState.CLOSED, RequestState.REJECTED,
                                         RequestState.CANCELLED)
         req.save()
+        ticket_sync_on_commit(req)
     return req
 
 

@@ -29,6 +29,7 @@ from ..models import (
     RequestLine,
     RequestState,
 )
+from ..tickets import ticket_sync_on_commit
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,10 @@ def request_submit(*, request: ProcurementRequest, actor: AbstractBaseUser | Non
     req.state = RequestState.SUBMITTED
     req.submitted_at = timezone.now()
     req.save()
+    chain = ", ".join(f"{lv['name']} ({lv['required']})" for lv in req.approval_chain)
+    ticket_sync_on_commit(req, open_ticket=True,
+                          note=f"{req.reference} submitted (round {req.approval_round}) for {amount:,.2f} "
+                               f"{req.currency}; approval chain: {chain}")
     return req
 
 
@@ -212,6 +217,10 @@ def request_approve(*, request: ProcurementRequest, approver: AbstractBaseUser,
         request=req, round=req.approval_round, rule_id=level["rule"], approver=approver,
         approver_repr=str(approver)[:150], decision=ApprovalVote.APPROVED, comment=comment, snapshot=_snapshot(req),
         at=timezone.now())
+    done = sum(1 for p in approval_progress(req) if p.is_satisfied)
+    said = f": {comment}" if comment else ""
+    ticket_sync_on_commit(req, note=f"{approver} approved {req.reference} for level '{level['name']}' "
+                                    f"({done}/{len(req.approval_chain)} levels done){said}")
     if all(p.is_satisfied for p in approval_progress(req)):
         req.state = RequestState.APPROVED
         req.approved_at = timezone.now()
@@ -240,6 +249,22 @@ def request_reject(*, request: ProcurementRequest, approver: AbstractBaseUser, c
                   "snapshot": _snapshot(req), "at": timezone.now()})
     req.state, req.is_open, req.decided_at = RequestState.REJECTED, False, timezone.now()
     req.save()
+    ticket_sync_on_commit(req, note=f"{approver} rejected {req.reference}: {comment}")
+    return req
+
+
+@transaction.atomic
+def request_revise(*, request: ProcurementRequest, actor: AbstractBaseUser | None = None) -> ProcurementRequest:
+    """Reopen a rejected request as a draft (its lines can be edited again, then it is resubmitted)."""
+    req = _locked(request)
+    if req.state != RequestState.REJECTED:
+        raise ValidationError({"state": f"{req.reference} is {req.get_state_display()}, not rejected."})
+    if req.dedup_key and ProcurementRequest.objects.filter(dedup_key=req.dedup_key, is_open=True).exists():
+        raise ValidationError({"state": f"Another open request refills the same stock ({req.dedup_key})."})
+    req.state, req.is_open, req.decided_at = RequestState.DRAFT, True, None
+    _note(req, f"reopened as a draft by {actor or 'gpuops'}")
+    req.save()
+    ticket_sync_on_commit(req)
     return req
 
 
@@ -254,6 +279,7 @@ def request_cancel(*, request: ProcurementRequest, actor: AbstractBaseUser | Non
     req.state, req.is_open, req.decided_at = RequestState.CANCELLED, False, timezone.now()
     _note(req, f"cancelled by {actor or 'gpuops'}: {reason}")
     req.save()
+    ticket_sync_on_commit(req)
     return req
 
 
@@ -340,6 +366,7 @@ __all__ = [
     "request_cancel",
     "request_create",
     "request_reject",
+    "request_revise",
     "request_submit",
     "unit_price_estimate",
 ]
