@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cmdb import models as m
+from integrations.executors import ExecTarget
 from workflows.rollouts.locks import LockOwner, node_locks_acquire
 from workflows.rollouts.models import NodeLock, NodeRun, NodeRunState, Rollout, RolloutStatus, WaveStatus
 from workflows.rollouts.options import RolloutOptions
@@ -144,3 +145,73 @@ def test_canary_failure_pauses_before_any_wave(demo_fleet, fakes, fails):
     expected = "dkms build failed" if fails == "install" else "no agent report since the install"
     assert expected in canary.error
     assert rollout.node_runs.exclude(pk=canary.pk).filter(state=NodeRunState.PENDING).count() == 19
+
+
+def test_one_active_lock_per_node_is_held_by_the_database(demo_fleet):
+    from django.db import IntegrityError, transaction
+    from django.utils import timezone
+
+    node = m.Node.objects.get(hostname="sh1-h100-0002")
+    NodeLock.objects.create(node=node, owner_key="a", owner_label="A", acquired_at=timezone.now())
+    with pytest.raises(IntegrityError), transaction.atomic():
+        NodeLock.objects.create(node=node, owner_key="b", owner_label="B", acquired_at=timezone.now())
+
+
+def test_planning_reads_a_fixed_number_of_queries(demo_fleet, django_assert_max_num_queries):
+    from workflows.rollouts.selectors import node_facts, nodes_select
+
+    for selector in (NodeSelector(hostnames=("sh1-h100-0002",)), NodeSelector(sites=("sh1", "bj2"))):
+        with django_assert_max_num_queries(10):
+            node_facts(nodes_select(selector), _package())
+
+
+def test_live_floor_check_holds_nodes_back_when_capacity_shrank_after_planning(demo_fleet, fakes):
+    hosts = ("sh1-h100-0002", "sh1-h100-0003", "sh1-h100-0004", "sh1-h100-0005")
+    rollout = _create(NodeSelector(hostnames=hosts), canary_size=0, max_per_rack=0)
+    assert rollout.plan["wave_sizes"] == [4]  # 22 schedulable, 18 needed (80 %): 4 at once
+    # Meanwhile three other nodes went out of service: only one may be drained at a time now.
+    for hostname in ("sh1-h100-0009", "sh1-h100-0010", "sh1-h100-0011"):
+        m.Node.objects.filter(hostname=hostname).update(is_cordoned=True, cordon_reason="fan failure")
+    fakes.run(rollout_start, rollout=rollout)
+    rollout.refresh_from_db()
+    assert rollout.status == RolloutStatus.COMPLETED
+    # The scheduler saw the nodes one after another: never two drained at once.
+    ops = [op for op, _host, _reason in fakes.scheduler.log]
+    assert ops == ["drain", "resume"] * 4
+
+
+def test_floor_reached_pauses_with_the_reason(demo_fleet, fakes):
+    rollout = _create(NodeSelector(hostnames=("sh1-h100-0002", "sh1-h100-0003")), canary_size=0)
+    m.Node.objects.filter(cluster__name="sh1-train", hostname__in=[f"sh1-h100-{i:04d}" for i in range(7, 11)]).update(
+        status="maintenance")
+    fakes.run(rollout_start, rollout=rollout)
+    rollout.refresh_from_db()
+    assert rollout.status == RolloutStatus.PAUSED
+    assert rollout.paused_reason.startswith("capacity floor: sh1-h100-0002 waits")
+    assert not fakes.scheduler.log
+
+
+def test_abort_lets_nodes_in_flight_finish_then_releases_locks(demo_fleet, fakes):
+    from workflows.rollouts.runner import node_steps_sweep
+    from workflows.rollouts.services import rollout_abort
+
+    rollout = _create(NodeSelector(clusters=("sh1-train",)), verify_timeout_minutes=60)
+    canary = NodeRun.objects.get(rollout=rollout, wave__kind="canary")
+    fakes.agent.silent.add(canary.hostname)  # its agent has not reported yet: verify waits
+    fakes.run(rollout_start, rollout=rollout)
+    canary.refresh_from_db()
+    assert canary.state == NodeRunState.VERIFYING
+    fakes.run(rollout_abort, rollout=rollout)
+    rollout.refresh_from_db()
+    assert rollout.status == RolloutStatus.ABORTING
+    assert rollout.node_runs.filter(state=NodeRunState.CANCELLED).count() == 19
+    # The agent reports; the next sweep lets the canary finish, and the abort completes.
+    fakes.agent.silent.clear()
+    fakes.agent(ExecTarget(host=canary.hostname, name=canary.hostname), "install-nvidia-driver 570.133.20")
+    fakes.sweep()
+    rollout.refresh_from_db()
+    canary.refresh_from_db()
+    assert canary.state == NodeRunState.SUCCEEDED
+    assert rollout.status == RolloutStatus.ABORTED
+    assert not NodeLock.objects.filter(owner_key=rollout.lock_key, released_at__isnull=True).exists()
+    assert node_steps_sweep() == {"due": 0, "stuck": 0, "lost": 0}

@@ -25,7 +25,8 @@ def _float_or_none(value: Any) -> float | None:
 
 @dataclass(frozen=True)
 class RolloutOptions:
-    """Everything an operator chooses for one rollout. Timeouts of None take the app settings."""
+    """Everything an operator chooses for one rollout. Timeouts of None take the app settings; a limit of 0 per
+    cluster or rack means no limit beyond the capacity floor."""
 
     plan: PlanOptions = field(default_factory=PlanOptions)
     pause_after_canary: bool = False
@@ -46,6 +47,9 @@ class RolloutOptions:
                                                 else str(raw).replace(",", " ").split())
             elif f.name in ("wave_percent", "failure_budget_percent"):
                 plan_kwargs[f.name] = _float_or_none(raw)
+            elif f.name in ("max_per_cluster", "max_per_rack"):
+                # 0 says "no limit" (blank keeps the default): a form cannot send an explicit null.
+                plan_kwargs[f.name] = _int_or_none(raw) or None
             else:
                 plan_kwargs[f.name] = _int_or_none(raw)
         if "wave_size" in plan_kwargs and plan_kwargs["wave_size"] is not None:

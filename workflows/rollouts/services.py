@@ -61,7 +61,8 @@ class RolloutError(Exception):
 
 def _lock(rollout: Rollout | int) -> Rollout:
     pk = rollout.pk if isinstance(rollout, Rollout) else rollout
-    return Rollout.objects.select_for_update().select_related("package", "ticket").get(pk=pk)
+    # of=("self",): the ticket join is an outer one, which PostgreSQL refuses to lock.
+    return Rollout.objects.select_for_update(of=("self",)).select_related("package", "ticket").get(pk=pk)
 
 
 def _owner(rollout: Rollout) -> LockOwner:
@@ -304,8 +305,9 @@ def rollout_rollback_all(*, rollout: Rollout) -> Rollout:
                     action=NodeRunAction.REVERT, previous_version=by_node[n].target_version,
                     target_version=by_node[n].previous_version, reverts=by_node[n])
             for pos, n in enumerate(ids)])
+    names = {r.node_id: r.hostname for r in done}
     locked.plan = {**locked.plan, "revert_refused": [
-        {"node_id": n, "hostname": by_node.get(n).hostname if n in by_node else str(n), "reason": f"locked by {w}"}
+        {"node_id": n, "hostname": names.get(n, str(n)), "reason": f"locked by another open change: {w}"}
         for n, w in lost.items()]}
     locked.save(update_fields=["plan", "updated_at"])
     _status_set(locked, RolloutStatus.ROLLING_BACK if groups else RolloutStatus.ROLLED_BACK)
