@@ -127,8 +127,10 @@ def approval_rules_for(amount: Decimal) -> list[ApprovalRule]:
 
 def approval_progress(request: ProcurementRequest) -> list[LevelProgress]:
     """Per level of the request's chain (current round): the approvers so far and the number required."""
-    votes = list(RequestApproval.objects.filter(request=request, round=request.approval_round,
-                                                decision=ApprovalVote.APPROVED).order_by("at", "id"))
+    # Through the related manager so a prefetched list (the API's) costs no query per request.
+    votes = sorted((v for v in request.approvals.all()
+                    if v.round == request.approval_round and v.decision == ApprovalVote.APPROVED),
+                   key=lambda v: (v.at, v.pk))
     return [
         LevelProgress(rule_id=level["rule"], name=level["name"], level=level["level"], group_id=level["group"],
                       required=level["required"],

@@ -127,3 +127,16 @@ def test_admin_pages_render(admin_client, approved_request):
         assert admin_client.get(url).status_code == 200, url
     page = admin_client.get("/admin/warehouse/sitestockoverview/?site=sh1").content.decode()
     assert "stock-overview" in page
+
+
+def test_request_list_query_count_does_not_grow(site, approvers, part_models, django_assert_max_num_queries):
+    from tests.integrations.procurement.procurement_helpers import request_make
+
+    lead = approvers["lead"]
+    request_make(site=site, requester=lead, cables=3, cable_model=part_models["cable"])
+    with django_assert_max_num_queries(20) as small:
+        assert api(lead).get(f"{BASE}/requests/").json()["count"] == 1
+    for _ in range(10):
+        request_make(site=site, requester=lead, cables=3, cable_model=part_models["cable"])
+    with django_assert_max_num_queries(len(small.captured_queries)):
+        assert api(lead).get(f"{BASE}/requests/").json()["count"] == 11

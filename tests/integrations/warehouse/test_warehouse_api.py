@@ -133,3 +133,41 @@ def test_stocktake_adjusts_consumables_and_reports_serials(tech, stock, cards):
 
 def test_anonymous_is_refused(client):
     assert client.get(f"{BASE}/movements/").status_code in (401, 403)
+
+
+def test_list_and_overview_query_counts_do_not_grow_with_the_data(tech, stock, django_assert_max_num_queries):
+    def grow(n: int) -> None:
+        cards = ledger.accelerators_receive(cards=[ledger.CardReceipt(serial=f"Q{n}-{i}", model=stock.h100)
+                                                   for i in range(n)], location=stock.wh1, reason="r",
+                                            key_prefix=f"q{n}")
+        for i, card in enumerate(cards[:2]):
+            ledger.accelerator_transfer(accelerator=card, to_location=stock.shelf1, reason="t", key=f"t{n}{i}")
+        node = NodeFactory(site=stock.sh1)
+        for slot in range(n):
+            AcceleratorFactory(node=node, slot_index=slot, model=stock.h100)
+
+    grow(3)
+    for url in (f"{BASE}/movements/", f"{BASE}/overview/", f"{BASE}/reservations/"):
+        with django_assert_max_num_queries(12) as small:
+            assert tech.get(url).status_code == 200
+        grow(20)
+        with django_assert_max_num_queries(len(small.captured_queries)):
+            assert tech.get(url).status_code == 200
+
+
+def test_reservations_expire_unless_issued(stock, cards):
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from cmdb.services.stock import reservations_expire, spare_reserve
+
+    res = spare_reserve(site=stock.sh1, model=stock.h100, reserved_for="ticket:1", key="k1",
+                        ttl=dt.timedelta(hours=1))
+    assert reservations_expire(now=timezone.now() + dt.timedelta(minutes=30)) == 0
+    assert reservations_expire(now=timezone.now() + dt.timedelta(hours=2)) == 1
+    res.refresh_from_db()
+    assert res.status == "expired"
+    assert m.StockMovement.objects.filter(kind="release", accelerator=res.accelerator).exists()
+    # Free again for the next holder.
+    assert spare_reserve(site=stock.sh1, model=stock.h100, reserved_for="ticket:2", key="k2").status == "active"
