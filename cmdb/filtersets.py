@@ -14,10 +14,13 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import django_filters as df
+from django import forms
 from django.db.models import Q, QuerySet
 from django_filters.constants import EMPTY_VALUES
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
+
+from gpuops.api.fields import MAX_ID
 
 from . import models as m
 
@@ -38,7 +41,7 @@ class RefFilter(df.CharFilter):
         tokens = [t.strip() for t in (value.split(",") if self.many else [value]) if t.strip()]
         if not tokens:
             return qs
-        ids = [int(t) for t in tokens if t.isdigit()]
+        ids = [int(t) for t in tokens if t.isdigit() and int(t) <= MAX_ID]
         keys = [t for t in tokens if t.lower() != "null"]
         condition = Q()
         for path in self.paths:
@@ -65,7 +68,18 @@ class CharInFilter(df.BaseInFilter, df.CharFilter):
     pass
 
 
-class NumberInFilter(df.BaseInFilter, df.NumberFilter):
+class IntFilter(df.NumberFilter):
+    """An integer (ids, rails, slots): the form refuses decimals and values beyond 64 bits."""
+
+    field_class = forms.IntegerField
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("min_value", -MAX_ID)
+        kwargs.setdefault("max_value", MAX_ID)
+        super().__init__(*args, **kwargs)
+
+
+class NumberInFilter(df.BaseInFilter, IntFilter):
     pass
 
 
@@ -79,8 +93,8 @@ def text(field: str) -> tuple[df.CharFilter, CharInFilter]:
             CharInFilter(field_name=field, lookup_expr="in", label=f"{field}: comma-separated"))
 
 
-def number(field: str) -> tuple[df.NumberFilter, NumberInFilter]:
-    return (df.NumberFilter(field_name=field),
+def number(field: str) -> tuple[IntFilter, NumberInFilter]:
+    return (IntFilter(field_name=field),
             NumberInFilter(field_name=field, lookup_expr="in", label=f"{field}: comma-separated"))
 
 
@@ -275,7 +289,8 @@ class DriverPackageFilterSet(TrackedFilterSet):
     def filter_supports(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
         tokens = [t.strip() for t in value.split(",") if t.strip()]
         through = m.DriverPackage.supported_models.through
-        matches = through.objects.filter(Q(acceleratormodel_id__in=[int(t) for t in tokens if t.isdigit()])
+        matches = through.objects.filter(Q(acceleratormodel_id__in=[int(t) for t in tokens
+                                                                     if t.isdigit() and int(t) <= MAX_ID])
                                          | Q(acceleratormodel__name__in=tokens))
         return queryset.filter(pk__in=matches.values("driverpackage_id"))
 

@@ -20,6 +20,8 @@ from drf_spectacular.types import OpenApiTypes
 from rest_framework import serializers
 
 _MISSING = object()
+#: ids are 64-bit: anything larger cannot exist (and SQLite refuses to even compare it)
+MAX_ID = 2**63 - 1
 
 
 class BriefSerializer(serializers.Serializer):
@@ -131,6 +133,8 @@ class RefField(serializers.PrimaryKeyRelatedField):
             pk = int(data)
         except (TypeError, ValueError):
             self.fail("incorrect_type", data_type=type(data).__name__)
+        if not 0 < pk <= MAX_ID:
+            self.fail("does_not_exist", pk_value=pk)
         cache = self.context.get("ref_cache", {}).get(self.cache_key(), _MISSING)
         if cache is not _MISSING:
             obj = cache.get(pk)

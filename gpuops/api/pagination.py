@@ -56,6 +56,10 @@ class FleetPagination(LimitOffsetPagination):
         self.cursor_mode = False
         self.next_cursor: str | None = None
 
+    def get_offset(self, request: Request) -> int:
+        # Beyond 2**62 no table has rows, and SQLite cannot bind a larger OFFSET at all.
+        return min(super().get_offset(request), 2**62)
+
     def _is_cursor_mode(self, request: Request) -> bool:
         return CURSOR_PARAM in request.query_params or request.query_params.get(MODE_PARAM) == "cursor"
 

@@ -12,7 +12,7 @@ from rest_framework.serializers import LIST_SERIALIZER_KWARGS
 from rest_framework.settings import api_settings
 from rest_framework.validators import UniqueValidator
 
-from .fields import RefField
+from .fields import MAX_ID, RefField
 from .writers import has_row_version
 
 
@@ -20,10 +20,10 @@ def _int_or_none(value: Any) -> int | None:
     value = RefField.coerce(value)
     if isinstance(value, bool):
         return None
-    if isinstance(value, int):
-        return value
     if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
+        value = int(value)
+    if isinstance(value, int) and 0 < value <= MAX_ID:
+        return value
     return None
 
 

@@ -26,6 +26,8 @@ from rest_framework.response import Response
 
 from .etag import check_if_match, etag_for, if_none_match_hit
 from .exceptions import BulkValidationError, RowNotFound, RowPermissionDenied, api_exception_handler
+from .fields import MAX_ID
+from .metadata import ApiMetadata
 from .pagination import FleetPagination
 from .permissions import ObjectWritePermission
 from .schema import ApiAutoSchema
@@ -40,6 +42,7 @@ class ApiViewMixin:
     """Shared by every API view (viewsets and plain APIViews): auth, errors, actor, schema."""
 
     authentication_classes = AUTHENTICATION_CLASSES
+    metadata_class = ApiMetadata
     schema = ApiAutoSchema()
 
     def get_exception_handler(self) -> Any:
@@ -57,6 +60,8 @@ class BaseModelViewSet(ApiViewMixin, viewsets.ModelViewSet):
 
     permission_classes = [ObjectWritePermission]
     pagination_class = FleetPagination
+    # Ids only (at most 18 digits): anything else is not an object path and gets the JSON 404.
+    lookup_value_regex = r"[0-9]{1,18}"
     writer_class: type[ModelWriter] = ModelWriter
     #: POST of a list creates many rows (documented as oneOf object/array in the schema)
     bulk_create_enabled = True
@@ -170,7 +175,7 @@ class BaseModelViewSet(ApiViewMixin, viewsets.ModelViewSet):
         seen: dict[int, int] = {}
         for idx, row in enumerate(data):
             value = row.get("id") if isinstance(row, dict) else (row if allow_bare else None)
-            if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_ID:
                 errors[idx] = {"id": ["Each row needs the integer id of the object."]}
                 continue
             if value in seen:
@@ -281,6 +286,7 @@ class ReadOnlyModelViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
     """List + retrieve only (append-only histories)."""
 
     pagination_class = FleetPagination
+    lookup_value_regex = r"[0-9]{1,18}"
     permission_classes = [ObjectWritePermission]
     select_related: Sequence[str] = ()
     prefetch_related: Sequence[str] = ()
