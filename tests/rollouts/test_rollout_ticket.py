@@ -131,3 +131,19 @@ def test_bad_inputs_are_refused_at_create(demo_fleet, fakes, people):
         _open(fakes, lead, package="nvidia-driver 999")
     with pytest.raises(GuardError, match="no cluster named 'nope'"):
         _open(fakes, lead, clusters="nope")
+
+
+def test_ticket_page_shows_the_panel_once_the_urls_are_mounted(demo_fleet, fakes, people, client, settings):
+    lead, _ = people
+    ticket = _open(fakes, lead)
+    client.force_login(lead)
+    # Project URLs as they are: the page renders, without the panel.
+    page = client.get(f"/tickets/{ticket.pk}/")
+    assert page.status_code == 200 and b"rollout-panel" not in page.content
+    # With the rollouts URLs mounted: the panel polls the fragment, which renders the plan.
+    settings.ROOT_URLCONF = "tests.rollouts.urls"
+    page = client.get(f"/tickets/{ticket.pk}/")
+    assert b"rollout-panel" in page.content and f"/rollouts/tickets/{ticket.pk}/progress/".encode() in page.content
+    fragment = client.get(f"/rollouts/tickets/{ticket.pk}/progress/", HTTP_HX_REQUEST="true")
+    # A plan does not move until it is approved (the page reloads then): htmx is told to stop polling.
+    assert fragment.status_code == 286 and b"Driver rollout: nvidia-driver 570.133.20" in fragment.content

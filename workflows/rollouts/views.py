@@ -30,7 +30,9 @@ def _progress_response(request: HttpRequest, rollout: Rollout) -> HttpResponse:
     progress = rollout_progress(rollout)
     response = render(request, "rollouts/_progress.html", {
         "rollout": rollout, "p": progress, "poll_seconds": rollouts_setting("UI_POLL_SECONDS")})
-    if getattr(request, "htmx", False) and not progress["is_active"] and rollout.status != "planned":
+    # An approved rollout is still "planned" until its first step runs on a worker: keep polling through that.
+    starting = rollout.status == "planned" and rollout.ticket_id is not None and rollout.ticket.state == "running"
+    if getattr(request, "htmx", False) and not progress["is_active"] and not starting:
         response.status_code = STOP_POLLING
     return response
 
