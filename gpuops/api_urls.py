@@ -9,5 +9,6 @@ urlpatterns = [
     path("cmdb/", include("cmdb.api.urls")),
     path("agent/", include("inventory_agents.urls")),
     path("workflows/", include("workflows.api_urls")),
+    path("rollouts/", include("workflows.rollouts.api_urls")),
     path("integrations/", include("integrations.urls")),
 ]

@@ -11,5 +11,6 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", include("gpuops.api_urls")),
+    path("rollouts/", include("workflows.rollouts.urls")),
     path("", include("workflows.urls")),
 ]
