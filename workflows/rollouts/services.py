@@ -183,8 +183,9 @@ def _plan_write(rollout: Rollout, selector: NodeSelector, options: RolloutOption
         "wave_sizes": [len(ids) for _w, ids in waves],
         "refused": refused,
         "skipped": [r.as_dict() for r in plan.skipped],
+        # Nodes outside any cluster have no floor: shown only when max_per_cluster bounds them.
         "cluster_limits": {names.get(c, "no cluster"): lim for c, lim in plan.cluster_limits.items()
-                           if c is None or c in names},
+                           if c in names or (c is None and options.plan.max_per_cluster is not None)},
         "max_per_rack": plan.max_per_rack,
         "planned_at": timezone.now().isoformat(),
     }
