@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from cmdb.models import AcceleratorModel, PartModel, ServerModel, Site
@@ -32,6 +34,7 @@ class RequestLineSerializer(serializers.ModelSerializer):
         fields = ["id", "line_no", "line_ref", "item_kind", "item", "quantity", "site", "unit_price",
                   "received_quantity", "po_line_ref", "po_state"]
 
+    @extend_schema_field(OpenApiTypes.OBJECT)
     def get_item(self, line: RequestLine) -> dict[str, Any]:
         item = line.item
         return {"id": item.pk, "name": str(item)}
@@ -43,8 +46,11 @@ class ApprovalSerializer(serializers.ModelSerializer):
         fields = ["round", "rule", "approver_repr", "decision", "comment", "at"]
 
 
+# Several models have a `status` with different choices; plain strings here keep the OpenAPI enum names
+# unambiguous (the values are documented in help_text).
 class ShipmentSerializer(serializers.ModelSerializer):
     site = serializers.CharField(source="site.code", read_only=True, default=None)
+    status = serializers.CharField(read_only=True, help_text="dispatched, delivered")
 
     class Meta:
         model = Shipment
@@ -82,6 +88,7 @@ class ProcurementRequestSerializer(serializers.ModelSerializer):
                   "discrepancies", "created_at", "updated_at"]
         read_only_fields = fields
 
+    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
     def get_approval_progress(self, req: ProcurementRequest) -> list[dict[str, Any]]:
         return [{"level": p.level, "rule": p.name, "required": p.required, "approvers": list(p.approvers),
                  "is_satisfied": p.is_satisfied} for p in approval_progress(req)]
@@ -143,6 +150,7 @@ class ApprovalRuleSerializer(serializers.ModelSerializer):
 
 
 class InboundEventSerializer(serializers.ModelSerializer):
+    status = serializers.CharField(read_only=True, help_text="pending, processing, processed, deferred, failed")
     class Meta:
         model = InboundEvent
         fields = ["id", "source", "event_id", "type", "status", "waits_for", "signed_with", "occurred_at",

@@ -69,6 +69,8 @@ class ReservationSerializer(serializers.ModelSerializer):
     model = serializers.CharField(source="accelerator.model.name", read_only=True)
     site = serializers.CharField(source="site.code", read_only=True)
     location = serializers.CharField(source="accelerator.stock_location.__str__", read_only=True, default=None)
+    # A plain string: several models have a `status` with different choices (OpenAPI enum names).
+    status = serializers.CharField(read_only=True, help_text="active, issued, released, expired")
 
     class Meta:
         model = StockReservation
@@ -123,6 +125,11 @@ class StockLineSerializer(serializers.Serializer):
     summary = serializers.CharField()
 
 
+class StockOverviewSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    results = StockLineSerializer(many=True)
+
+
 class StockDiscrepancySerializer(serializers.ModelSerializer):
     site = serializers.CharField(source="site.code", read_only=True)
     location = serializers.CharField(source="location.__str__", read_only=True, default=None)
@@ -142,3 +149,9 @@ class StocktakeInputSerializer(serializers.Serializer):
                                     default=None, help_text="Every serial found at the location (omit to skip).")
     reason = serializers.CharField(max_length=300)
     ticket_ref = serializers.CharField(required=False, allow_blank=True, default="", max_length=64)
+
+
+class StocktakeResultSerializer(serializers.Serializer):
+    adjustments = MovementSerializer(many=True, help_text="The adjust movements written for consumables.")
+    missing = serializers.ListField(child=serializers.CharField(), help_text="Expected here, not counted.")
+    unexpected = serializers.ListField(child=serializers.CharField(), help_text="Counted, not expected here.")

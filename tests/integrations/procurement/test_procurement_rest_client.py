@@ -90,3 +90,37 @@ def test_approval_places_one_po_through_the_rest_client_despite_a_timeout_and_a_
     req = order_place(request_id=req.pk)  # the Celery retry, same Idempotency-Key
     assert req.po_number == "PO-5001" and req.supplier == "Simulated Supplier GmbH"
     assert len(fake.state.orders) == 1 and fake.state.key_hits == {req.po_idempotency_key: 2}
+
+
+def test_simulate_serve_is_the_fake_the_real_client_talks_to(tmp_path):
+    import os
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    repo = Path(__file__).resolve().parents[3]
+    env = {**os.environ, "GPUOPS_VAR_DIR": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "manage.py", "procurement_simulate", "serve", "--port", str(port),
+                             "--token", "t0ken", "--fail", "500"], cwd=repo, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        from tests.conftest import wait_until
+
+        def listening() -> bool:
+            with socket.socket() as probe:
+                return probe.connect_ex(("127.0.0.1", port)) == 0
+
+        assert wait_until(listening, timeout=60, interval=0.2), "procurement_simulate serve did not start"
+        client = HttpProcurementClient(base_url=f"http://127.0.0.1:{port}", token="t0ken", attempts=3,
+                                       backoff_s=0.05, backoff_max_s=0.1, timeout_s=2)
+        po = client.order_create(DRAFT, idempotency_key="serve-1")  # the scripted 500, then the PO
+        assert po.po_number == "PO-5001"
+        assert client.order_create(DRAFT, idempotency_key="serve-1").po_number == "PO-5001"
+    finally:
+        proc.terminate()
+        output = proc.communicate(timeout=10)[0]
+    assert "Fake procurement API on" in output
