@@ -193,3 +193,22 @@ def test_only_received_nodes_and_power_budget(prov, fakes):
     step = StepRun.objects.get(ticket=ticket, step="assign_position")
     assert ticket.state == "positioning" and step.status == "failed"
     assert "exceeds its budget of 45.00 kW" in step.error
+
+
+def test_a_server_fresh_from_the_dock_gets_its_hcas_from_the_fabric_design(prov, fakes):
+    """Procurement opens provisioning tickets for delivered servers (system requester, node only); such a node has
+    no HCAs in the CMDB yet. Planning adds one per rail, named as the agent will report them, and cables them."""
+    lead, _, _ = prov
+    demo_node = m.Node.objects.get(hostname="sh1-h100-0024")
+    node = m.Node.objects.create(hostname="sh1-new-0001", serial="NEW0001", server_model=demo_node.server_model,
+                                 site=demo_node.site, status="received")
+    ticket = fakes.run(ticket_create, type_="provisioning", title="Provision sh1-new-0001", requester=None,
+                       inputs={"node": node})
+    ticket = _take(fakes, ticket, "start", lead)
+    assert ticket.state == "awaiting_cabling"
+    nics = list(m.Nic.objects.filter(node=node).order_by("rail"))
+    assert [n.name for n in nics] == [f"mlx5_{i}" for i in range(8)] and {n.kind for n in nics} == {"infiniband"}
+    links = m.Link.objects.filter(a_nic_port__nic__node=node).select_related("b_switch_port__switch",
+                                                                              "a_nic_port__nic")
+    assert {(lk.a_nic_port.nic.rail, lk.b_switch_port.switch.rail, lk.b_switch_port.name) for lk in links} == {
+        (i, i, "p25") for i in range(8)}  # p24 is still the demo's received node's

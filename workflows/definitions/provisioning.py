@@ -148,6 +148,8 @@ def plan_links(ctx: StepContext) -> StepOutcome:
     def go(run: Any) -> StepOutcome:
         planned = ctx.effect("links", lambda: provisioning_links(run))
         kept = f"; {len(planned['existing'])} HCA(s) already cabled" if planned["existing"] else ""
+        if planned.get("hcas_created"):
+            kept += f"; {planned['hcas_created']} expected HCA(s) added from the fabric design"
         return Done(transition="links_planned",
                     message=f"{len(planned['created'])} link(s) planned on {planned['fabric']} "
                             f"(scalable unit {planned['scalable_unit']}){kept}; cable them, then confirm")

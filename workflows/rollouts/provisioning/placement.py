@@ -184,6 +184,32 @@ class PlannedLinks:
     created: list[int]  # Link ids written now
     existing: list[str]  # HCAs already cabled in the CMDB (kept)
     scalable_unit: int | None
+    hcas_created: int = 0  # placeholder HCAs written from the fabric design
+
+
+# How the node's agent names rail HCAs, per accelerator vendor (Ascend's integrated RoCE ports are hccn0..7;
+# ConnectX HCAs are mlx5_0..). Placeholder HCAs use the same names so the agent's first report fills them in.
+HCA_NAMES = {"ascend": "hccn{rail}"}
+DEFAULT_HCA_NAME = "mlx5_{rail}"
+
+
+def expected_hcas_ensure(node: Node, *, fabric: Fabric) -> int:
+    """A server fresh from the dock has no HCAs in the CMDB yet (its agent runs only once the OS is on), but the
+    cabling plan needs them: create one HCA per rail of a rail-optimised fabric, named as the agent will report
+    it, with one port each. Ordinary saves, so the history records them. Returns how many were created."""
+    from cmdb.models import NicPort
+
+    if not fabric.is_rail_optimized or not fabric.rail_count:
+        return 0
+    if Nic.objects.filter(node=node, rail__isnull=False).exists():
+        return 0
+    model = node.server_model.accelerator_model
+    pattern = HCA_NAMES.get(model.vendor.slug if model else "", DEFAULT_HCA_NAME)
+    kind = NicKind.INFINIBAND if fabric.kind == "infiniband" else NicKind.ROCE
+    for rail in range(fabric.rail_count):
+        nic = Nic.objects.create(node=node, name=pattern.format(rail=rail), kind=kind, rail=rail)
+        NicPort.objects.create(nic=nic, name="1")
+    return fabric.rail_count
 
 
 @transaction.atomic
@@ -192,11 +218,12 @@ def links_plan(node: Node, *, fabric: Fabric) -> PlannedLinks:
 
     The fabric's leaves are locked while free ports are chosen, so two nodes never get the same leaf port.
     """
+    created_hcas = expected_hcas_ensure(node, fabric=fabric)
     nics = list(Nic.objects.filter(node=node, rail__isnull=False, kind__in=[NicKind.INFINIBAND, NicKind.ROCE])
                 .prefetch_related("ports").order_by("rail", "name"))
     if not nics:
-        raise PlacementError(f"{node} has no HCA with a rail in the CMDB (the agent reports them, or add them in the "
-                             "admin); nothing to cable")
+        raise PlacementError(f"{node} has no HCA with a rail in the CMDB and {fabric} is not rail-optimised; add the "
+                             "HCAs in the admin, then retry")
     if fabric.is_rail_optimized and fabric.rail_count and any(n.rail >= fabric.rail_count for n in nics):
         raise PlacementError(f"{node} has HCAs on rails beyond the {fabric.rail_count} rails of {fabric}")
     wanted: dict[int, tuple[Nic, object]] = {}
@@ -211,7 +238,8 @@ def links_plan(node: Node, *, fabric: Fabric) -> PlannedLinks:
         else:
             wanted[nic.rail] = (nic, port)
     if not wanted:
-        return PlannedLinks(fabric=fabric.name, created=[], existing=existing, scalable_unit=None)
+        return PlannedLinks(fabric=fabric.name, created=[], existing=existing, scalable_unit=None,
+                            hcas_created=created_hcas)
     leaves = list(Switch.objects.select_for_update().filter(fabric=fabric, role=SwitchRole.LEAF, rail__in=list(wanted))
                   .order_by("scalable_unit", "rail", "name"))
     by_unit: dict[int | None, dict[int, Switch]] = defaultdict(dict)
@@ -232,7 +260,8 @@ def links_plan(node: Node, *, fabric: Fabric) -> PlannedLinks:
                 leaf_port = min(free[rails[rail].pk], key=lambda p: _port_order(p.name))
                 created.append(Link.objects.create(fabric=fabric, a_nic_port=port, b_switch_port=leaf_port,
                                                    status=LinkStatus.PLANNED).pk)
-            return PlannedLinks(fabric=fabric.name, created=created, existing=existing, scalable_unit=unit)
+            return PlannedLinks(fabric=fabric.name, created=created, existing=existing, scalable_unit=unit,
+                                hcas_created=created_hcas)
     missing = sorted(wanted)
     raise PlacementError(f"no scalable unit of {fabric} has a free leaf port on every rail {missing} that {node} "
                          "needs")
@@ -251,6 +280,7 @@ __all__ = [
     "PlacementError",
     "PlannedLinks",
     "Position",
+    "expected_hcas_ensure",
     "fabric_for",
     "links_plan",
     "links_remove",

@@ -135,7 +135,7 @@ def provisioning_links(run: ProvisioningRun) -> dict[str, Any]:
     ProvisioningRun.objects.filter(pk=run.pk).update(planned_link_ids=ids)
     run.planned_link_ids = ids
     return {"fabric": planned.fabric, "created": planned.created, "existing": planned.existing,
-            "scalable_unit": planned.scalable_unit}
+            "scalable_unit": planned.scalable_unit, "hcas_created": planned.hcas_created}
 
 
 def provisioning_cabling_confirmed(run: ProvisioningRun) -> int:
