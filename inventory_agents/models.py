@@ -29,7 +29,7 @@ class AgentToken(TrackedModel):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
     last_used_at = models.DateTimeField(null=True, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
 
     change_log_exclude: ClassVar[frozenset[str]] = TrackedModel.change_log_exclude | {"token_hash", "last_used_at"}
 

@@ -38,11 +38,6 @@ CONFLICT_LIFECYCLES = {
     AcceleratorLifecycle.RMA: "serial_at_vendor",
     AcceleratorLifecycle.SCRAPPED: "serial_scrapped",
 }
-CARD_FIELDS = [
-    "model", "serial", "uuid", "lifecycle", "health", "health_detail", "health_changed_at", "site", "node",
-    "slot_index", "pci_bus_id", "stock_location", "firmware_version", "driver_version", "is_missing",
-    "last_seen_at", "version", "updated_at",
-]
 
 
 def _alias_key(text: str) -> str:

@@ -27,8 +27,8 @@ def is_junk_serial(raw: str | None) -> bool:
     text = raw.strip().strip("[]()<>").strip()
     if text.lower() in _PLACEHOLDERS:
         return True
-    if any(not (32 < ord(ch) < 127) and ch != " " for ch in text):
-        return True
+    if not (text.isascii() and text.isprintable()):
+        return True  # control characters or non-ASCII: a garbled read, never an identity
     if len(set(text.lower())) == 1:
         return True
     return bool(_MASK.search(text))

@@ -11,14 +11,13 @@ that failed to answer is no proof of an uninstall).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from cmdb.models import DriverPackage, InstalledSoftware, LinkState, Nic, NicKind, NicPort
 
 from .normalize import NicObs
-from .passes import Pass
+from .passes import Pass, bulk_save
 
-NIC_FIELDS = ["kind", "pci_bus_id", "firmware", "node_guid", "is_missing", "version", "updated_at"]
-PORT_FIELDS = ["mac", "guid", "speed_mbps", "link_state", "version", "updated_at"]
 # RDMA device names: these HCAs/RNICs are listed by the `infiniband` (ibstat) section, whatever their link layer.
 _RDMA_NAME = re.compile(r"^(mlx\d+_(bond_)?\d+|irdma\d*|bnxt_re\d+|hns_?\d+|qedr\d+|erdma_?\d+|rxe\d+|hfi\d+_\d+)$")
 
@@ -49,8 +48,8 @@ class NicStep:
             nic.node = run.node  # cached: change records print "node:nic/port" without a query per row
         self.new_nics: list[Nic] = []
         self.new_ports: list[NicPort] = []
-        self.nic_updates: list[Nic] = []
-        self.port_updates: list[NicPort] = []
+        self.nic_updates: list[tuple[dict[str, Any], Nic]] = []
+        self.port_updates: list[tuple[dict[str, Any], NicPort]] = []
 
     def reconcile(self) -> None:
         run = self.run
@@ -76,14 +75,15 @@ class NicStep:
             nic.is_missing = False
             if nic.snapshot() != before:
                 run.updated[id(nic)] = (before, nic)
-                self.nic_updates.append(nic)
+                self.nic_updates.append((before, nic))
             self._ports(nic, obs, {p.name: p for p in nic.ports.all()})
         for nic in self.nics.values():
             if nic.name in reported or nic.is_missing or nic_section(nic) not in run.observed.complete_sections:
                 continue
-            run.track(nic)
+            before = nic.snapshot()
+            run.updated[id(nic)] = (before, nic)
             nic.is_missing = True
-            self.nic_updates.append(nic)
+            self.nic_updates.append((before, nic))
             run.summary["nics_missing"] += 1
 
     def _ports(self, nic: Nic, obs: NicObs, existing: dict[str, NicPort]) -> None:
@@ -104,10 +104,10 @@ class NicStep:
                 port.link_state = port_obs.link_state
             if port.snapshot() != before:
                 self.run.updated[id(port)] = (before, port)
-                self.port_updates.append(port)
+                self.port_updates.append((before, port))
 
     def write(self) -> None:
-        """At most four statements, whatever the number of NICs and ports."""
+        """At most four statements, whatever the number of NICs and ports (only changed fields are written)."""
         run = self.run
         if self.new_nics:
             # bulk_create fills each new port's nic_id from its (now saved) NIC; setting nic_id by hand would
@@ -117,13 +117,8 @@ class NicStep:
         if self.new_ports:
             NicPort.objects.bulk_create(self.new_ports)
             run.created += self.new_ports
-        for obj in self.nic_updates + self.port_updates:
-            obj.version += 1
-            obj.updated_at = run.now
-        if self.nic_updates:
-            Nic.objects.bulk_update(self.nic_updates, NIC_FIELDS)
-        if self.port_updates:
-            NicPort.objects.bulk_update(self.port_updates, PORT_FIELDS)
+        bulk_save(Nic, self.nic_updates, run.now)
+        bulk_save(NicPort, self.port_updates, run.now)
 
 
 class SoftwareStep:

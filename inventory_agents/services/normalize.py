@@ -12,7 +12,7 @@ import datetime as dt
 import hashlib
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.utils.dateparse import parse_datetime
@@ -362,12 +362,23 @@ def report_normalize(payload: dict[str, Any], schema: str) -> Observed:
     return observed
 
 
+def _signals(signals: list[Signal]) -> list[Any]:
+    return [(s.kind, s.code, s.message, s.fingerprints) for s in signals]
+
+
 def observed_digest(observed: Observed) -> str:
-    content = asdict(observed)
-    for volatile in ("collected_at", "digest"):
-        content.pop(volatile, None)
-    for card in content["cards"]:
-        card.pop("path", None)
-    content["complete_sections"] = sorted(content["complete_sections"])
-    blob = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
+    """SHA-256 over every field reconciliation reads (built by hand: dataclasses.asdict costs more than all the
+    rest of an unchanged report's handling)."""
+    content = [
+        observed.schema, observed.hostname, observed.agent_version, sorted(observed.node_facts.items()),
+        observed.node_serial,
+        [(c.vendor, c.model, c.serial, c.serial_raw, c.uuid, c.index, c.pci_bus_id, c.driver_version,
+          c.firmware_version, c.status, _signals(c.signals)) for c in observed.cards],
+        [(n.name, n.kind, n.section, n.pci_bus_id, n.firmware, n.node_guid,
+          [(p.name, p.mac, p.guid, p.speed_mbps, p.link_state) for p in n.ports]) for n in observed.nics],
+        sorted(observed.software.items()),
+        sorted((bus, _signals(signals)) for bus, signals in observed.orphan_signals.items()),
+        sorted(observed.complete_sections),
+    ]
+    blob = json.dumps(content, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()

@@ -21,12 +21,12 @@ from cmdb.models import Accelerator, Node, NodeStatus
 from cmdb.services.changelog import records_for_bulk, records_write
 
 from ..models import AgentState, AgentToken, Report, ReportStatus
-from .cards import CARD_FIELDS, cards_reconcile, conflict_signal, placements_write
+from .cards import cards_reconcile, conflict_signal, placements_write
 from .events import EventBook, events_open_load
 from .health import PolicyBook
 from .network import NicStep, SoftwareStep
 from .normalize import Observed
-from .passes import QUIET_FIELDS, Pass, PendingSignal, has_changes
+from .passes import QUIET_FIELDS, Pass, PendingSignal, bulk_save, has_changes
 from .tokens import UNKNOWN_SERIAL_PREFIX
 
 NODE_FACT_FIELDS = ("cpu_model", "cpu_count", "memory_gib", "os_name", "kernel", "bios_version")
@@ -61,26 +61,19 @@ def _orphan_signals(run: Pass) -> None:
 
 
 def _write_cards(run: Pass, new_cards: list[Accelerator]) -> None:
-    """Pre-clear changing slots, one bulk_update of touched cards, one bulk_create of new ones."""
-    updates, moving = [], []
-    for before, obj in run.updated.values():
-        if not isinstance(obj, Accelerator):
-            continue
-        changed = has_changes(before, obj)
-        if changed:
-            obj.version += 1
-            obj.updated_at = run.now
-        if changed or obj.last_seen_at != (obj.loaded_snapshot() or {}).get("last_seen_at"):
-            updates.append(obj)
-        slot_before = before.get("slot_index")
-        if slot_before is not None and (obj.slot_index != slot_before or obj.node_id != before.get("node_id")):
-            moving.append(obj.pk)
+    """Pre-clear changing slots, one UPDATE of the changed cards (changed fields only), one UPDATE of last_seen_at
+    for the cards seen unchanged, one bulk_create of the new ones."""
+    pairs = [(before, obj) for before, obj in run.updated.values() if isinstance(obj, Accelerator)]
+    moving = [obj.pk for before, obj in pairs if before.get("slot_index") is not None
+              and (obj.slot_index != before.get("slot_index") or obj.node_id != before.get("node_id"))]
     if moving:
         # Slots are unique per node and Postgres checks that row by row, so a swap inside one UPDATE would
         # collide: free every slot that changes hands first.
         Accelerator.objects.filter(pk__in=moving).update(slot_index=None)
-    if updates:
-        Accelerator.objects.bulk_update(updates, CARD_FIELDS)
+    written = {obj.pk for obj in bulk_save(Accelerator, pairs, run.now, always=("last_seen_at",))}
+    seen = [obj.pk for _, obj in pairs if obj.pk not in written and obj.last_seen_at == run.now]
+    if seen:
+        Accelerator.objects.filter(pk__in=seen).update(last_seen_at=run.now)
     if new_cards:
         Accelerator.objects.bulk_create(new_cards)
         run.created += new_cards

@@ -75,11 +75,13 @@ def agent_token_authenticate(token: str) -> AgentToken | None:
     """The active token row for `token` with its node and the node's ingest state, in one query; else None."""
     if not token.startswith(AGENT_PREFIX) or len(token) > 200:
         return None
-    return (
+    # No ORDER BY (the hash is unique): with one, the planner may walk another index instead of the hash's.
+    rows = list(
         AgentToken.objects.select_related("node", "node__agent_state")
         .filter(token_hash=token_hash(token), revoked_at__isnull=True)
-        .first()
+        .order_by()[:1]
     )
+    return rows[0] if rows else None
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """Parsing and validating a report body before anything touches the database.
 
 The contract is the versioned JSON Schema in `inventory_agents/schema/agent-report-v1.json` (written with the
-agent). It is compiled once per process (Draft 2020-12) and reloaded only if the file changes. When the file
+agent). It is compiled once per process (Draft 2020-12) and reloaded only if the file changes: into a fast
+yes/no check (`schema_check.py`) for the common valid report, and a `jsonschema` validator that lists the
+field-level errors of an invalid one. When the file
 is absent (a checkout without it) a built-in minimal schema checks the fields reconciliation relies on.
 Extra fields are always tolerated by the server: newer agents may send more than this server knows.
 """
@@ -9,6 +11,7 @@ Extra fields are always tolerated by the server: newer agents may send more than
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +20,9 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError as SchemaError
 
+from .schema_check import Check, Unsupported, schema_compile
+
+logger = logging.getLogger(__name__)
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schema"
 SUPPORTED_SCHEMAS: dict[str, str] = {"gpuops.agent-report/1": "agent-report-v1.json"}
 MAX_ERRORS = 50
@@ -109,9 +115,10 @@ class _SchemaCache:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._cache: dict[str, tuple[float | None, Draft202012Validator]] = {}
+        self._cache: dict[str, tuple[float | None, Draft202012Validator, Check | None]] = {}
 
-    def validator(self, filename: str) -> Draft202012Validator:
+    def validator(self, filename: str) -> tuple[Draft202012Validator, Check | None]:
+        """(jsonschema validator for the errors, fast yes/no check or None when the schema is beyond it)."""
         path = SCHEMA_DIR / filename
         try:
             mtime: float | None = path.stat().st_mtime
@@ -119,7 +126,7 @@ class _SchemaCache:
             mtime = None
         cached = self._cache.get(filename)
         if cached is not None and cached[0] == mtime:
-            return cached[1]
+            return cached[1], cached[2]
         with self._lock:
             schema = FALLBACK_SCHEMA
             if mtime is not None:
@@ -130,8 +137,13 @@ class _SchemaCache:
                     # A half-written or broken schema file must not take ingestion down; the minimal checks hold.
                     schema = FALLBACK_SCHEMA
             validator = Draft202012Validator(schema)
-            self._cache[filename] = (mtime, validator)
-            return validator
+            try:
+                fast: Check | None = schema_compile(schema)
+            except Unsupported as exc:
+                logger.warning("schema %s uses %s: validating with jsonschema only (slower)", filename, exc)
+                fast = None
+            self._cache[filename] = (mtime, validator, fast)
+            return validator, fast
 
 
 _schemas = _SchemaCache()
@@ -167,7 +179,9 @@ def report_validate(payload: dict[str, Any]) -> str:
             f"{', '.join(sorted(SUPPORTED_SCHEMAS))}.",
             extra={"supported": sorted(SUPPORTED_SCHEMAS), "path": "$.schema"},
         )
-    validator = _schemas.validator(SUPPORTED_SCHEMAS[schema_id])
+    validator, fast = _schemas.validator(SUPPORTED_SCHEMAS[schema_id])
+    if fast is not None and fast(payload):
+        return schema_id
     errors = sorted(validator.iter_errors(payload), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:
         raise ReportProblem(400, "invalid_report", f"The report does not match {schema_id}.",
