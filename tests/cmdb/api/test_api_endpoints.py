@@ -54,3 +54,25 @@ def test_node_history_lists_its_changes_newest_first(root, fleet):
     rows = root.get(url("nodes", node.pk, "history")).json()["results"]
     assert [r["changes"].get("status") for r in rows[:2]] == [["maintenance", "active"], ["active", "maintenance"]]
     assert rows[-1]["action"] == "create"
+
+
+def test_fast_rendering_matches_drf(fleet):
+    """BaseModelSerializer renders plain columns without DRF's per-field machinery; the output must be the
+    same as DRF's own Serializer.to_representation, field for field, on every endpoint."""
+    from rest_framework import serializers
+
+    from cmdb.api.urls import router
+    from tests.factories.cmdb import UserFactory
+
+    m.Tag.objects.create(slug="canary").nodes.add(m.Node.objects.first())
+    part_model = m.PartModel.objects.first()
+    m.PartItem.objects.create(part_model=part_model, serial="P-1", stock_location=m.StockLocation.objects.first())
+    m.ChangeRecord.objects.update(actor=UserFactory(username="someone"))
+    for prefix, viewset, _ in router.registry:
+        model = viewset.queryset.model
+        rows = list(viewset.queryset.model._default_manager.order_by("-pk")[:20])
+        assert rows, prefix
+        for row in rows:
+            serializer = viewset.serializer_class(context={"request": None})
+            drf = serializers.Serializer.to_representation(serializer, row)
+            assert serializer.to_representation(row) == drf, (prefix, row.pk)
