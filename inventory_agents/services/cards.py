@@ -257,6 +257,15 @@ def _card_signals(run: Pass, card: Accelerator, obs: CardObs) -> None:
 def _flag_missing(run: Pass, matcher: CardMatcher, claimed: set[int], taken_slots: set) -> None:
     if "accelerators" not in run.observed.complete_sections:
         return
+    if not run.observed.cards and not run.observed.orphan_signals and matcher.on_node:
+        # Every card gone at once is a collection problem (nvidia-smi absent during a driver reinstall, a module
+        # not loaded), not eight cards that fell out: one node-level warning instead of eight repair cases.
+        run.signals.append(PendingSignal(
+            signal=Signal("collector", "no_accelerators", f"The report lists no accelerator; the CMDB has "
+                          f"{len(matcher.on_node)} in {run.node.hostname}. Check the vendor tool and driver.",
+                          ("collector:no_accelerators",)),
+            vendor_id=None))
+        return
     for card in matcher.on_node:
         if card.pk in claimed or card.lifecycle != AcceleratorLifecycle.INSTALLED:
             continue

@@ -21,6 +21,8 @@ from .normalize import Signal
 from .passes import Pass, PendingSignal
 
 EVENT_UPDATE_FIELDS = ["count", "last_seen_at", "message", "resolved_at"]
+# Events about the data or the collection, not the hardware: they never change a card's or a node's health.
+NOT_HEALTH = frozenset({"conflict", "collector"})
 # Conditions that end when the card shows up in its node's report again.
 FOUND_AGAIN = frozenset({"missing", "replaced"})
 # Occurrence fingerprints (Xids) stay remembered across reports; condition fingerprints only while reported.
@@ -92,7 +94,7 @@ class EventBook:
         run = self.run
         grades: dict[int, list[tuple[str, str]]] = {}
         for pending in run.signals:
-            if not self._counts(pending):
+            if pending.signal.kind in NOT_HEALTH or not self._counts(pending):
                 continue
             grade = run.policies.grade(pending.vendor_id, pending.signal.kind, pending.signal.code)
             if pending.accelerator is None:
@@ -110,6 +112,8 @@ class EventBook:
         for card in run.node_cards:
             details = grades.get(id(card), [])
             status = getattr(card, "_gpuops_status", None)
+            if status is None and not card.is_missing and not details:
+                continue  # not in this report and not flagged (its section was incomplete): nothing new about it
             base = Health.UNKNOWN if card.is_missing or status not in ("ok", "degraded", "failed") else Health.OK
             health = worst(base, *[h for h, _ in details])
             detail = "; ".join(dict.fromkeys(msg for h, msg in details if h == health))[:500]
@@ -164,8 +168,12 @@ class EventBook:
                 self.failures.append(Failure(event, card, is_repeat=card.pk in self.failing_cards))
                 self.failing_cards.add(card.pk)
         seen = {c.pk for c in run.node_cards if c.pk and not c.is_missing}
+        failing_collectors = {p.signal.code for p in run.signals if p.signal.kind == "collector"}
         for event in list(self.open.values()):
-            if event.kind in FOUND_AGAIN and event.accelerator_id in seen and event.pk:
+            # A collector that works again closes its event: collection trouble is a state, not a history.
+            recovered = (event.kind == "collector" and event.node_id == run.node.pk and event.pk
+                         and event.code not in failing_collectors)
+            if recovered or (event.kind in FOUND_AGAIN and event.accelerator_id in seen and event.pk):
                 event.resolved_at = run.now
                 self.changed[event.pk] = event
                 del self.open[event.dedup_key]

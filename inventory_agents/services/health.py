@@ -49,6 +49,7 @@ DEFAULT_POLICIES: list[tuple[str, str, str, str, bool, str]] = [
     ("replaced", "", "warning", "monitor", False, "Card replaced by another card in its slot: record where it went"),
     ("moved", "", "info", "monitor", False, "Card seen in another node than recorded (moved)"),
     ("conflict", "", "warning", "monitor", False, "Report contradicts the CMDB; an operator decides"),
+    ("collector", "", "warning", "monitor", False, "An agent collector failed or a section came back empty"),
 ]
 
 

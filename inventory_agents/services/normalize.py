@@ -105,6 +105,8 @@ class Observed:
     # fell off the bus names a bus the report no longer lists; reconciliation maps it to the CMDB's card.
     orphan_signals: dict[str, list[Signal]]
     complete_sections: frozenset[str]
+    # Collectors that failed this time (name -> error), surfaced as node-level `collector` events.
+    collector_errors: dict[str, str] = field(default_factory=dict)
     digest: str = ""
 
 
@@ -357,6 +359,8 @@ def report_normalize(payload: dict[str, Any], schema: str) -> Observed:
         agent_version=_text(payload.get("agent_version"), 32), node_facts=_node_facts(system),
         node_serial=clean_serial(system.get("serial")), cards=cards, nics=_nics(payload),
         software=_software(payload, cards), orphan_signals=orphan, complete_sections=_complete_sections(payload),
+        collector_errors={_text(e.get("collector"), 32).lower(): _text(e.get("error"), 300)
+                          for e in payload.get("collector_errors") or [] if isinstance(e, dict) and e.get("collector")},
     )
     observed.digest = observed_digest(observed)
     return observed
@@ -378,7 +382,7 @@ def observed_digest(observed: Observed) -> str:
           [(p.name, p.mac, p.guid, p.speed_mbps, p.link_state) for p in n.ports]) for n in observed.nics],
         sorted(observed.software.items()),
         sorted((bus, _signals(signals)) for bus, signals in observed.orphan_signals.items()),
-        sorted(observed.complete_sections),
+        sorted(observed.complete_sections), sorted(observed.collector_errors.items()),
     ]
     blob = json.dumps(content, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()

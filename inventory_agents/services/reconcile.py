@@ -25,7 +25,7 @@ from .cards import cards_reconcile, conflict_signal, placements_write
 from .events import EventBook, events_open_load
 from .health import PolicyBook
 from .network import NicStep, SoftwareStep
-from .normalize import Observed
+from .normalize import Observed, Signal
 from .passes import QUIET_FIELDS, Pass, PendingSignal, bulk_save, has_changes
 from .tokens import UNKNOWN_SERIAL_PREFIX
 
@@ -47,6 +47,13 @@ def _node_facts(run: Pass) -> None:
             conflict_signal(run, "node_serial_mismatch", serial,
                             f"{node.hostname} reports system serial {serial}; the CMDB has {node.serial}.")
     node.is_stale = False
+
+
+def _collector_signals(run: Pass) -> None:
+    """A failing collector is worth an event on the node (its section is not trusted for drift meanwhile)."""
+    for name, error in run.observed.collector_errors.items():
+        run.signals.append(PendingSignal(signal=Signal("collector", name[:32], f"collector {name}: {error}"[:300],
+                                                       (f"collector:{name}",)), vendor_id=None))
 
 
 def _orphan_signals(run: Pass) -> None:
@@ -123,6 +130,7 @@ def report_apply(*, node_id: int, observed: Observed, report: Report, token: Age
         _node_facts(run)
         new_cards = cards_reconcile(run)
         _orphan_signals(run)
+        _collector_signals(run)
         book = EventBook(run, events_open_load(run, [c.pk for c in run.node_cards if c.pk]))
         book.health()  # before the card write, so each card is written once with its final health
         _write_cards(run, new_cards)

@@ -266,3 +266,21 @@ def test_older_report_replayed_from_the_spool_is_not_applied(token, node, post):
     body = post(old, token).json()
     assert body["status"] == "superseded"
     assert not m.Accelerator.objects.filter(node=node, is_missing=True).exists()
+
+
+def test_a_report_without_any_card_flags_none_missing(token, node, post, failed_calls):
+    body = post(report_of(node, accelerators=[]), token).json()
+    assert not m.Accelerator.objects.filter(node=node, is_missing=True).exists() and not failed_calls
+    event = m.HealthEvent.objects.get(kind="collector", code="no_accelerators", resolved_at__isnull=True)
+    assert "8" in event.message and body["summary"].get("cards_missing", 0) == 0
+    assert m.Node.objects.get(pk=node.pk).health == "ok"  # collection trouble is no hardware health
+
+
+def test_collector_errors_are_events_that_close_when_the_collector_works(token, node, post):
+    report = report_of(node, collector_errors=[{"collector": "infiniband", "error": "ibstat timed out"}])
+    report["infiniband"] = []
+    post(report, token)
+    event = m.HealthEvent.objects.get(kind="collector", code="infiniband")
+    assert not m.Nic.objects.filter(node=node, is_missing=True).exists()  # the section is not trusted
+    post(report_of(node, collected_at="2030-01-01T00:00:00Z"), token)
+    assert m.HealthEvent.objects.get(pk=event.pk).resolved_at is not None
