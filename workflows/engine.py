@@ -156,8 +156,9 @@ def ticket_create(*, type_: str, title: str, requester: AbstractBaseUser | None,
 
     `inputs` are the workflow's create fields (e.g. the failed card's serial); node/accelerator inputs become
     subject links. A `requester` (None: opened by the system) needs `workflows.add_ticket` and must see the
-    linked objects. With `start`, the workflow's start transition is taken at once as the system (the
-    health hook starts draining). Side effects: view grants, a timeline entry, a notification on commit.
+    linked objects. With `start`, the workflow's start transition is taken at once (by the requester, with
+    its permission; by the system when there is no requester). Side effects: view grants, a timeline entry,
+    a notification on commit.
     """
     wf = workflow(type_)
     if requester is not None and not (requester.is_superuser or requester.has_perm("workflows.add_ticket")):
@@ -197,7 +198,8 @@ def ticket_create(*, type_: str, title: str, requester: AbstractBaseUser | None,
                  message=f"{wf.label} ticket opened by {who}", data={"inputs": _jsonable_inputs(values)})
     notify_on_commit(ticket, "opened", f"{ticket.reference} opened: {ticket.title}")
     if start and wf.start_transition:
-        transition_apply(ticket=ticket, name=wf.start_transition, actor=None, system=True)
+        # A person starts it with their own permission; the system (health hook) needs none.
+        transition_apply(ticket=ticket, name=wf.start_transition, actor=requester, system=requester is None)
         ticket.refresh_from_db()
     return ticket
 

@@ -271,3 +271,19 @@ def test_registry_rejects_an_unsound_graph():
                     "target 'nowhere' is not a state", "leaves terminal state", "state 'c' cannot be reached",
                     "state 'c' has no way out"):
         assert problem in text
+
+
+def test_starting_on_create_needs_the_start_permission(wf, fleet, groups):
+    from django.contrib.auth.models import Permission
+
+    from tests.factories.cmdb import UserFactory
+    from workflows.engine import ticket_create
+
+    clerk = UserFactory(username="clerk")
+    clerk.user_permissions.add(*Permission.objects.filter(codename__in=["add_ticket", "view_accelerator"]))
+    with pytest.raises(ForbiddenError, match=r"workflows\.repair_start"):
+        ticket_create(type_="repair", title="x", requester=clerk, inputs={"accelerator": fleet.failed.serial},
+                      start=True)
+    ticket = wf.run(ticket_create, type_="repair", title="x", requester=clerk,
+                    inputs={"accelerator": fleet.failed.serial})
+    assert ticket.state == "new" and wf.scheduler.attempts["drain"] == 0
