@@ -4,6 +4,7 @@ operator actions. Views are thin: they parse the request, call engine services, 
 from __future__ import annotations
 
 import functools
+import logging
 import uuid
 from typing import Any
 
@@ -15,8 +16,8 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.template import TemplateDoesNotExist
-from django.template.loader import get_template
-from django.urls import reverse
+from django.template.loader import get_template, render_to_string
+from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
 from . import engine
@@ -35,6 +36,8 @@ from .selectors import (
     ticket_runs,
     ticket_timeline,
 )
+
+logger = logging.getLogger(__name__)
 
 LIST_FILTERS = ("type", "state", "status", "assignee", "mine", "node", "site", "q")
 
@@ -146,8 +149,22 @@ def _detail_context(request: HttpRequest, ticket: Ticket) -> dict[str, Any]:
         "idempotency_key": uuid.uuid4().hex, "is_watching": ticket.watchers.filter(pk=request.user.pk).exists(),
         "data_rows": sorted((k, v) for k, v in ticket.data.items() if not isinstance(v, dict | list)),
         "groups": Group.objects.order_by("name") if actions.can_assign else [],
-        "panels": [name for name in workflows_setting("TICKET_PANELS") if _panel_exists(name)],
+        "panels": _panels_render(request, ticket),
     }
+
+
+def _panels_render(request: HttpRequest, ticket: Ticket) -> list[str]:
+    """Other apps' ticket panels, rendered here so that one broken panel (its app's URLs not mounted, say)
+    costs that panel, not the ticket page."""
+    html = []
+    for name in workflows_setting("TICKET_PANELS"):
+        if not _panel_exists(name):
+            continue
+        try:
+            html.append(render_to_string(name, {"ticket": ticket}, request=request))
+        except NoReverseMatch:
+            logger.warning("ticket panel %s skipped: a URL it needs is not mounted", name, exc_info=True)
+    return html
 
 
 @login_required
