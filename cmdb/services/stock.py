@@ -71,17 +71,24 @@ def spare_reserve(*, site: Site, model: AcceleratorModel, reserved_for: str, key
         res = StockReservation.objects.filter(accelerator=done.accelerator, reserved_for=reserved_for).first()
         if res is not None:
             return res
-    candidates = (
-        Accelerator.objects.filter(site=site, model_id__in=compatible_models(model),
-                                   lifecycle=AcceleratorLifecycle.IN_STOCK, health__in=["ok", "unknown"])
-        .exclude(reservations__status=ReservationStatus.ACTIVE)
-        .order_by("id")
-    )
     from django.db import connection
 
-    if connection.features.has_select_for_update_skip_locked:
-        candidates = candidates.select_for_update(skip_locked=True, of=("self",))
-    for card in candidates[:5]:
+    tried: list[int] = []
+    # One candidate at a time: locking several would make concurrent callers skip spares that are free.
+    for _ in range(20):
+        candidates = (
+            Accelerator.objects.filter(site=site, model_id__in=compatible_models(model),
+                                       lifecycle=AcceleratorLifecycle.IN_STOCK, health__in=["ok", "unknown"])
+            .exclude(reservations__status=ReservationStatus.ACTIVE)
+            .exclude(pk__in=tried)
+            .order_by("id")
+        )
+        if connection.features.has_select_for_update_skip_locked:
+            candidates = candidates.select_for_update(skip_locked=True, of=("self",))
+        card = candidates.first()
+        if card is None:
+            break
+        tried.append(card.pk)
         now = timezone.now()
         try:
             with transaction.atomic():
@@ -92,7 +99,7 @@ def spare_reserve(*, site: Site, model: AcceleratorModel, reserved_for: str, key
                                 quantity=0, reason=f"reserved for {reserved_for}", ticket_ref=reserved_for,
                                 idempotency_key=key)
         except IntegrityError:
-            continue  # someone else took this card between our read and our insert
+            continue  # another transaction reserved this card between our read and our insert
         return reservation
     raise NoSpareError(f"No free {model} spare in stock at {site}.")
 

@@ -71,10 +71,6 @@ def test_many_workers_never_get_the_same_card(stock):
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.xfail(reason="cmdb.services.stock.spare_reserve locks up to 5 candidates (LIMIT 5 FOR UPDATE SKIP "
-                          "LOCKED) for its whole transaction, so concurrent callers skip free spares and get "
-                          "NoSpareError while spares remain; locking one candidate at a time would fix it",
-                   strict=False)
 def test_every_free_spare_is_handed_out_under_contention(stock):
     winners, _ = _three_spares_eight_workers(stock)
     assert sorted(winners) == ["S0", "S1", "S2"]
