@@ -120,7 +120,22 @@ fuzzed = _fuzz_schema()
 
 
 @pytest.fixture
-def root_headers(db) -> dict[str, str]:
+def keep_test_connection():
+    """Calls go straight to the WSGI app, not through Django's test client, so Django's request signals would
+    close the test's database connection (its autocommit is off inside the test transaction) after the first
+    request. The test client disconnects the same receiver for the same reason."""
+    from django.core import signals
+    from django.db import close_old_connections
+
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    yield
+    signals.request_started.connect(close_old_connections)
+    signals.request_finished.connect(close_old_connections)
+
+
+@pytest.fixture
+def root_headers(db, keep_test_connection) -> dict[str, str]:
     AcceleratorFactory.create_batch(3)  # a few rows, so ids 1-3 of several resources exist
     user = UserFactory(username="fuzz-root", is_superuser=True)
     return {"Authorization": f"Token {Token.objects.create(user=user).key}"}
