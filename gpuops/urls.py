@@ -12,5 +12,6 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", include("gpuops.api_urls")),
     path("rollouts/", include("workflows.rollouts.urls")),
+    path("fabrics/", include("integrations.switches.ui_urls")),
     path("", include("workflows.urls")),
 ]
