@@ -1,1 +1,12 @@
-urlpatterns: list = []
+"""Fabric pages, mounted at /fabrics/."""
+
+from django.urls import path
+
+from . import views
+
+app_name = "fabrics"
+
+urlpatterns = [
+    path("", views.fabric_list, name="fabric-list"),
+    path("<int:pk>/cabling/", views.fabric_cabling, name="fabric-cabling"),
+]

@@ -1,0 +1,173 @@
+"""Cabling report API and pages against the demo fleet plus `switches_demo_observe` (a crossed pair on
+sh1-h100-0003 mlx5_2/mlx5_5, and the cable of sh1-h100-0010 mlx5_6 moved to spare port p30)."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from rest_framework.test import APIClient
+
+from cmdb.models import Fabric, Link
+from integrations.switches.cabling import FindingKind
+from integrations.switches.cabling_service import fabric_cabling_report
+from integrations.switches.models import ObservedLink, PollRun
+
+FABRIC = "sh1-ib-compute"
+LEAF = f"{FABRIC}-su001-leaf"
+NODES, RAILS = 24, 8
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def fabric(db) -> Fabric:
+    from cmdb.services.demo import demo_load
+
+    demo_load(scale="small", only="sh1-h100")
+    call_command("switches_demo_observe", "--fabric", FABRIC, stdout=StringIO())
+    return Fabric.objects.get(name=FABRIC)
+
+
+@pytest.fixture
+def user(db):
+    return get_user_model().objects.create_superuser("ops", "ops@example.com", "pw")
+
+
+@pytest.fixture
+def api(user) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def _planned_port(host: str, hca: str) -> tuple[str, str]:
+    link = Link.objects.select_related("b_switch_port__switch").get(a_nic_port__nic__node__hostname=host,
+                                                                     a_nic_port__nic__name=hca)
+    return link.b_switch_port.switch.name, link.b_switch_port.name
+
+
+def _problems(findings) -> set[tuple[str, str, str]]:
+    return {(f.kind.value, f.switch, f.port) for f in findings if f.is_problem}
+
+
+def test_demo_observe_injects_exactly_the_faults(fabric):
+    findings = fabric_cabling_report(fabric)
+    swap_a, swap_b = _planned_port("sh1-h100-0003", "mlx5_2"), _planned_port("sh1-h100-0003", "mlx5_5")
+    moved = _planned_port("sh1-h100-0010", "mlx5_6")
+    assert swap_a == (f"{LEAF}2", "p3") and moved == (f"{LEAF}6", "p10")
+    assert _problems(findings) == {
+        ("miswired", *swap_a), ("miswired", *swap_b), ("missing", *moved), ("unexpected", f"{LEAF}6", "p30"),
+    }
+    by_port = {(f.switch, f.port): f for f in findings}
+    a, b = by_port[swap_a], by_port[swap_b]
+    assert (str(a.swap_partner), str(b.swap_partner)) == (":".join(swap_b), ":".join(swap_a))
+    assert a.rail_violation and b.rail_violation and "mlx5_5" in a.rail_violation
+    assert str(by_port[(f"{LEAF}6", "p30")].found) == "sh1-h100-0010:mlx5_6/1"
+    assert sum(f.kind == FindingKind.OK for f in findings) == NODES * RAILS - 3
+    assert PollRun.objects.filter(switch__fabric=fabric).count() == RAILS
+
+
+def test_demo_observe_is_idempotent(fabric):
+    before = ObservedLink.objects.filter(switch__fabric=fabric).count()
+    call_command("switches_demo_observe", stdout=StringIO())
+    assert ObservedLink.objects.filter(switch__fabric=fabric).count() == before == NODES * RAILS
+    assert PollRun.objects.filter(switch__fabric=fabric).count() == RAILS
+    assert len(_problems(fabric_cabling_report(fabric))) == 4
+
+
+def test_api_summary_and_findings(fabric, api):
+    url = f"/api/integrations/switches/fabrics/{fabric.pk}/cabling/"
+    body = api.get(url).json()
+    assert body["summary"] == {"ok": NODES * RAILS - 3, "missing": 1, "miswired": 2, "unexpected": 1,
+                               "unknown_neighbor": 0, "rail_violations": 2, "problems": 4}
+    assert body["count"] == len(body["findings"]) == NODES * RAILS + 1
+
+    miswired = api.get(url, {"kind": "miswired"}).json()
+    assert miswired["count"] == 2
+    first = miswired["findings"][0]
+    assert first == {
+        "kind": "miswired", "switch": f"{LEAF}2", "port": "p3", "expected": "sh1-h100-0003:mlx5_2/1",
+        "found": "sh1-h100-0003:mlx5_5/1", "swap_partner": f"{LEAF}5:p3",
+        "rail_violation": first["rail_violation"], "message": first["message"],
+    }
+    assert "rail violation" in first["rail_violation"] and "crossed with" in first["message"]
+
+    problems = api.get(url, {"kind": "problems"}).json()["findings"]
+    assert {(f["kind"], f["switch"], f["port"]) for f in problems} == {
+        ("miswired", f"{LEAF}2", "p3"), ("miswired", f"{LEAF}5", "p3"), ("missing", f"{LEAF}6", "p10"),
+        ("unexpected", f"{LEAF}6", "p30")}
+    by_switch = api.get(url, {"kind": "problems", "switch": "leaf6"}).json()["findings"]
+    assert {f["kind"] for f in by_switch} == {"missing", "unexpected"}
+    by_node = api.get(url, {"node": "sh1-h100-0003"}).json()["findings"]
+    assert len(by_node) == RAILS and {f["kind"] for f in by_node} == {"ok", "miswired"}
+    assert api.get(url, {"kind": "bogus"}).status_code == 400
+    assert api.get("/api/integrations/switches/fabrics/999999/cabling/").status_code == 404
+
+
+def test_api_requires_login(fabric):
+    response = APIClient().get(f"/api/integrations/switches/fabrics/{fabric.pk}/cabling/")
+    assert response.status_code in (401, 403)
+    assert APIClient().post(f"/api/integrations/switches/fabrics/{fabric.pk}/cabling/tickets/").status_code in (
+        401, 403)
+
+
+def test_api_tickets_one_per_miswire_idempotent(fabric, api, django_capture_on_commit_callbacks):
+    from workflows.models import Ticket
+
+    url = f"/api/integrations/switches/fabrics/{fabric.pk}/cabling/tickets/"
+    with django_capture_on_commit_callbacks():
+        first = api.post(url)
+    assert first.status_code == 201
+    assert {(t["switch"], t["port"]) for t in first.json()["created"]} == {(f"{LEAF}2", "p3"), (f"{LEAF}5", "p3")}
+    tickets = Ticket.objects.filter(type="incident", dedup_key__startswith="cabling:")
+    assert tickets.count() == 2
+    ticket = tickets.get(title__contains=f"{LEAF}2:p3")
+    assert {link.object_repr for link in ticket.links.all()} >= {f"{LEAF}2", "sh1-h100-0003"}
+    assert ticket.site is not None
+
+    again = api.post(url)
+    assert again.status_code == 200
+    assert again.json()["created"] == [] and len(again.json()["existing"]) == 2
+    assert tickets.count() == 2
+
+
+def test_schema_documents_the_report(api):
+    schema = api.get("/api/schema/", {"format": "json"}).json()
+    assert "/api/integrations/switches/fabrics/{id}/cabling/" in schema["paths"]
+    assert "CablingReport" in schema["components"]["schemas"]
+
+
+def test_fabric_list_page(fabric, client, user):
+    client.force_login(user)
+    response = client.get("/fabrics/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert FABRIC in html and f"/fabrics/{fabric.pk}/cabling/" in html
+
+
+def test_cabling_page_shows_exactly_the_faults(fabric, client, user):
+    client.force_login(user)
+    url = f"/fabrics/{fabric.pk}/cabling/"
+    response = client.get(url, {"kind": "problems"})
+    assert response.status_code == 200
+    rows = response.context["rows"]
+    assert {(r["f"].kind.value, r["f"].switch, r["f"].port) for r in rows} == {
+        ("miswired", f"{LEAF}2", "p3"), ("miswired", f"{LEAF}5", "p3"), ("missing", f"{LEAF}6", "p10"),
+        ("unexpected", f"{LEAF}6", "p30")}
+    html = response.content.decode()
+    assert html.count('class="finding kind-') == 4 and "rail violation" in html and f"{LEAF}5:p3" in html
+
+    assert len(client.get(url, {"kind": "miswired"}).context["rows"]) == 2
+    assert [r["f"].port for r in client.get(url, {"kind": "problems", "switch": "leaf6"}).context["rows"]] == [
+        "p10", "p30"]
+    assert len(client.get(url, {"node": "sh1-h100-0010"}).context["rows"]) == RAILS + 1  # 7 ok, missing, moved
+    assert len(client.get(url).context["rows"]) == NODES * RAILS + 1
+
+
+@pytest.mark.parametrize("path", ["/fabrics/", "/fabrics/{pk}/cabling/"])
+def test_pages_require_login(fabric, client, path):
+    response = client.get(path.format(pk=fabric.pk))
+    assert response.status_code == 302 and "/accounts/login/" in response["Location"]
