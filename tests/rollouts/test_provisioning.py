@@ -24,8 +24,6 @@ from workflows.rollouts.provisioning.services import switch_configurator_overrid
 from workflows.runner import runs_wake_due
 from workflows.services.bootstrap import groups_bootstrap
 
-pytestmark = pytest.mark.urls("tests.rollouts.urls")
-
 
 @pytest.fixture(autouse=True)
 def fast_passwords(settings):

@@ -13,8 +13,6 @@ from workflows.rollouts.progress import rollout_progress
 from workflows.rollouts.selectors import NodeSelector
 from workflows.rollouts.services import rollout_create, rollout_start
 
-pytestmark = pytest.mark.urls("tests.rollouts.urls")
-
 
 @pytest.fixture
 def rollout(demo_fleet, fakes):

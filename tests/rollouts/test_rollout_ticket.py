@@ -137,11 +137,12 @@ def test_ticket_page_shows_the_panel_once_the_urls_are_mounted(demo_fleet, fakes
     lead, _ = people
     ticket = _open(fakes, lead)
     client.force_login(lead)
-    # Project URLs as they are: the page renders, without the panel.
+    # Without the rollouts URLs: the page renders, without the panel.
+    settings.ROOT_URLCONF = "tests.rollouts.urls_unmounted"
     page = client.get(f"/tickets/{ticket.pk}/")
     assert page.status_code == 200 and b"rollout-panel" not in page.content
-    # With the rollouts URLs mounted: the panel polls the fragment, which renders the plan.
-    settings.ROOT_URLCONF = "tests.rollouts.urls"
+    # With them (the project mounts them): the panel polls the fragment, which renders the plan.
+    settings.ROOT_URLCONF = "gpuops.urls"
     page = client.get(f"/tickets/{ticket.pk}/")
     assert b"rollout-panel" in page.content and f"/rollouts/tickets/{ticket.pk}/progress/".encode() in page.content
     fragment = client.get(f"/rollouts/tickets/{ticket.pk}/progress/", HTTP_HX_REQUEST="true")
