@@ -15,6 +15,8 @@ Operator actions (start, pause, resume, abort, roll back all) are ticket transit
 from __future__ import annotations
 
 from django.db.models import QuerySet
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.permissions import AllowAny, IsAuthenticated
@@ -70,6 +72,8 @@ class RolloutViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
     def get_serializer_class(self) -> type[serializers.Serializer]:
         return RolloutBriefSerializer if self.action == "list" else RolloutSerializer
 
+    @extend_schema(responses=OpenApiTypes.OBJECT, parameters=[
+        OpenApiParameter("nodes", str, description="'all': list every node of every wave (large).")])
     @action(detail=True, methods=["get"])
     def progress(self, request: Request, pk: str | None = None) -> Response:
         rollout = self.get_object()
@@ -103,6 +107,7 @@ class PlanPreviewView(ApiViewMixin, APIView):
 
     permission_classes = [IsAuthenticated]
 
+    @extend_schema(request=PlanPreviewInputSerializer, responses=OpenApiTypes.OBJECT)
     def post(self, request: Request) -> Response:
         user = request.user
         if not (user.is_superuser or user.has_perm("workflows.add_ticket")):
@@ -141,6 +146,7 @@ class ProvisioningProgressView(ApiViewMixin, APIView):
 
     permission_classes = [IsAuthenticated]
 
+    @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request: Request, pk: int) -> Response:
         from .provisioning.progress import provisioning_progress
 
@@ -159,6 +165,7 @@ class OsInstallCallbackView(APIView):
     authentication_classes: list = []
     permission_classes = [AllowAny]
 
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={202: OpenApiTypes.OBJECT}, auth=[])
     def post(self, request: Request) -> Response:
         from integrations.os_install.webhook import SIGNATURE_HEADER, callback_secret, callback_verify
 
