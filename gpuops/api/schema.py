@@ -131,7 +131,7 @@ class ApiAutoSchema(AutoSchema):
     def get_override_parameters(self) -> list[Any]:
         params = list(super().get_override_parameters())
         if self._model_is_versioned() and self._is_detail() and self._action() != "history":
-            if self.method in ("PUT", "PATCH", "DELETE"):
+            if self.method in ("PUT", "PATCH", "DELETE", "POST"):  # POST: object actions such as cordon
                 params.append(IF_MATCH)
             if self.method in ("GET", "PUT", "PATCH", "POST"):
                 params.append(ETAG_HEADER)
@@ -198,7 +198,8 @@ class ApiAutoSchema(AutoSchema):
             codes.append("409")
         if self.method in ("POST", "PUT", "PATCH") or action == "bulk_destroy":
             codes.append("415")
-        if self._model_is_versioned() and self.method in ("PUT", "PATCH", "DELETE") and action != "create":
+        writes_one = self.method in ("PUT", "PATCH", "DELETE") or (self.method == "POST" and self._is_detail())
+        if self._model_is_versioned() and writes_one and action != "create":
             codes.append("412")
         if self.method == "GET" and self._is_detail() and self._model_is_versioned():
             responses.setdefault("304", {"description": "Not modified (If-None-Match matched)."})
