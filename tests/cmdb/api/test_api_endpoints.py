@@ -69,7 +69,6 @@ def test_fast_rendering_matches_drf(fleet):
     m.PartItem.objects.create(part_model=part_model, serial="P-1", stock_location=m.StockLocation.objects.first())
     m.ChangeRecord.objects.update(actor=UserFactory(username="someone"))
     for prefix, viewset, _ in router.registry:
-        model = viewset.queryset.model
         rows = list(viewset.queryset.model._default_manager.order_by("-pk")[:20])
         assert rows, prefix
         for row in rows:
