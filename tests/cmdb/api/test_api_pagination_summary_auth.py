@@ -140,3 +140,22 @@ def test_logged_in_user_gets_rotates_and_revokes_their_token(db):
 
 def test_anonymous_token_request_without_credentials_is_401(api, db):
     assert api.post(url("auth/token"), {}, format="json").status_code == 401
+
+
+@pytest.fixture
+def fresh_throttle():
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()  # the throttle keys on the client address, shared by every test in this process
+
+
+def test_password_guessing_is_throttled_with_the_error_shape(api, db, fresh_throttle):
+    UserFactory(username="ops")
+    for _ in range(30):
+        api.post(url("auth/token"), {"username": "ops", "password": "guess"}, format="json")
+    response = api.post(url("auth/token"), {"username": "ops", "password": "pw"}, format="json")
+    assert response.status_code == 429
+    assert response.json()["error"]["code"] == "throttled"
+    assert int(response["Retry-After"]) > 0
