@@ -148,3 +148,11 @@ def test_fuzzed_requests_never_fail_on_the_server(case, root_headers):
     response = case.call(headers=root_headers)
     case.validate_response(response, checks=[not_a_server_error, status_code_conformance,
                                              content_type_conformance, response_schema_conformance])
+
+
+@pytest.mark.django_db
+def test_swagger_ui_and_json_schema_are_served(api):
+    assert api.get("/api/docs/").status_code == 200
+    response = api.get("/api/schema/", {"format": "json"})
+    assert response.status_code == 200
+    assert "/api/cmdb/accelerators/" in response.json()["paths"]
