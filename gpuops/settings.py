@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI served locally: no CDN at run time
     "guardian",
     "django_htmx",
     "cmdb",
@@ -155,6 +156,9 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
 }
 SPECTACULAR_SETTINGS = {
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "TITLE": "gpuops API",
     "DESCRIPTION": "CMDB and ops workflows for GPU datacenters.",
     "VERSION": "1.0.0",
