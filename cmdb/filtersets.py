@@ -11,12 +11,14 @@ Conventions (the same on every endpoint):
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any, ClassVar
 
 import django_filters as df
 from django import forms
 from django.db.models import Q, QuerySet
 from django_filters.constants import EMPTY_VALUES
+from django_filters.fields import IsoDateTimeField
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 
@@ -83,6 +85,24 @@ class NumberInFilter(df.BaseInFilter, IntFilter):
     pass
 
 
+class UtcIsoDateTimeField(IsoDateTimeField):
+    """ISO 8601 datetimes, converted to UTC: PostgreSQL refuses offsets beyond +-15:59, which the ISO parser
+    accepts (e.g. `-20:10`), so the query never carries the client's offset."""
+
+    def to_python(self, value: Any) -> Any:
+        parsed = super().to_python(value)
+        if parsed is None or parsed.tzinfo is None:
+            return parsed
+        try:
+            return parsed.astimezone(dt.UTC)
+        except OverflowError as exc:
+            raise forms.ValidationError("Date and time out of range.") from exc
+
+
+class DateTimeFilter(df.IsoDateTimeFilter):
+    field_class = UtcIsoDateTimeField
+
+
 def choice(field: str, choices: Any) -> tuple[df.ChoiceFilter, ChoiceInFilter]:
     return (df.ChoiceFilter(field_name=field, choices=choices),
             ChoiceInFilter(field_name=field, choices=choices, lookup_expr="in", label=f"{field}: comma-separated"))
@@ -145,8 +165,8 @@ class CmdbFilterSet(df.FilterSet):
 class TrackedFilterSet(CmdbFilterSet):
     """Tracked models: changed-since filters (`updated_at__gte`) for incremental sync."""
 
-    updated_at__gte = df.IsoDateTimeFilter(field_name="updated_at", lookup_expr="gte")
-    updated_at__lte = df.IsoDateTimeFilter(field_name="updated_at", lookup_expr="lte")
+    updated_at__gte = DateTimeFilter(field_name="updated_at", lookup_expr="gte")
+    updated_at__lte = DateTimeFilter(field_name="updated_at", lookup_expr="lte")
 
 
 # --- locations and organisation --------------------------------------------------------------------------------
@@ -333,8 +353,8 @@ class NodeFilterSet(TrackedFilterSet):
     bmc_address = df.CharFilter()
     is_cordoned = df.BooleanFilter()
     is_stale = df.BooleanFilter()
-    last_seen_at__gte = df.IsoDateTimeFilter(field_name="last_seen_at", lookup_expr="gte")
-    last_seen_at__lte = df.IsoDateTimeFilter(field_name="last_seen_at", lookup_expr="lte")
+    last_seen_at__gte = DateTimeFilter(field_name="last_seen_at", lookup_expr="gte")
+    last_seen_at__lte = DateTimeFilter(field_name="last_seen_at", lookup_expr="lte")
     tag = df.CharFilter(method="filter_tag", label="Tag slugs, comma-separated (any of).")
     driver = df.CharFilter(method="filter_driver",
                            label="Installed component[:version], comma-separated (any of), "
@@ -481,7 +501,7 @@ class AcceleratorPlacementFilterSet(CmdbFilterSet):
     source = df.CharFilter()
     correlation_id = df.CharFilter()
     is_open = df.BooleanFilter(field_name="ended_at", lookup_expr="isnull", label="Only current placements.")
-    started_at__gte = df.IsoDateTimeFilter(field_name="started_at", lookup_expr="gte")
+    started_at__gte = DateTimeFilter(field_name="started_at", lookup_expr="gte")
     ordering = df.OrderingFilter(fields=("id", "started_at", "ended_at"))
 
     class Meta:
@@ -499,8 +519,8 @@ class HealthEventFilterSet(CmdbFilterSet):
     severity, severity__in = choice("severity", m.Severity.choices)
     action, action__in = choice("action", m.HealthAction.choices)
     is_open = df.BooleanFilter(field_name="resolved_at", lookup_expr="isnull", label="Only unresolved events.")
-    last_seen_at__gte = df.IsoDateTimeFilter(field_name="last_seen_at", lookup_expr="gte")
-    last_seen_at__lte = df.IsoDateTimeFilter(field_name="last_seen_at", lookup_expr="lte")
+    last_seen_at__gte = DateTimeFilter(field_name="last_seen_at", lookup_expr="gte")
+    last_seen_at__lte = DateTimeFilter(field_name="last_seen_at", lookup_expr="lte")
     ordering = df.OrderingFilter(fields=("id", "last_seen_at", "first_seen_at", "severity", "count"))
 
     class Meta:
@@ -635,8 +655,8 @@ class ChangeRecordFilterSet(CmdbFilterSet):
     source, source__in = text("source")
     actor, actor__in = ref("actor", "username", "Actor")
     correlation_id, correlation_id__in = text("correlation_id")
-    at__gte = df.IsoDateTimeFilter(field_name="at", lookup_expr="gte")
-    at__lte = df.IsoDateTimeFilter(field_name="at", lookup_expr="lte")
+    at__gte = DateTimeFilter(field_name="at", lookup_expr="gte")
+    at__lte = DateTimeFilter(field_name="at", lookup_expr="lte")
     ordering = df.OrderingFilter(fields=("id", "at"))
 
     class Meta:
