@@ -1,6 +1,6 @@
 """Agent report ingestion at fleet scale, through the real endpoint (POST /api/agent/reports/).
 
-Usage: python bench/ingest_bench.py [--database-url URL] [--nodes N] [--procs P] [--skip-seed]
+Usage: python bench/ingest_bench.py [--database-url URL] [--nodes N] [--procs P] [--skip-seed] [--phases ...]
 
 1. The large demo fleet (12,500 nodes, 100,000 accelerators) is loaded if absent (`demo_load(scale="large")`).
 2. Every bench node gets a fresh agent token; earlier bench state (ingest state, stored reports) is cleared.
@@ -10,7 +10,11 @@ Usage: python bench/ingest_bench.py [--database-url URL] [--nodes N] [--procs P]
    - first:     the first report of each node: full reconciliation (lock, match 8 cards, NICs, software);
    - unchanged: the same inventory again with a new collected_at: the cheap path (digest compare, one UPDATE);
    - changed:   a driver upgrade on every node (8 cards + installed software change, change records written).
-Prints reports/s, queries per report (counted with a connection execute_wrapper) and latency percentiles.
+   `--phases changed` alone runs the upgrade as each node's first report after the clean slate.
+Prints reports/s, queries per report (counted with a connection execute_wrapper), latency percentiles, and the
+CPU each report costs in the client process (Django: request handling, validation, reconciliation) and in its
+PostgreSQL backend (read from /proc), with the throughput that CPU cost allows on idle cores: the wall figures
+depend on whatever else the machine runs at the time.
 The bodies are serialised before the clock starts; the timing covers the request through Django to the database.
 """
 
@@ -104,6 +108,11 @@ def _worker(url: str, phase: int, items: list[tuple[str, bytes]], queue) -> None
         counter["n"] += 1
         return execute(sql, params, many, context)
 
+    connection.ensure_connection()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        backend = cursor.fetchone()[0]
+    cpu_before = _cpu_seconds(os.getpid()), _cpu_seconds(backend)
     latencies, outcomes = [], {}
     with connection.execute_wrapper(count):
         for token, body in items:
@@ -113,7 +122,17 @@ def _worker(url: str, phase: int, items: list[tuple[str, bytes]], queue) -> None
             latencies.append(time.perf_counter() - started)
             outcome = response.json().get("status") if response.status_code == 200 else response.status_code
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
-    queue.put((latencies, counter["n"], outcomes))
+    cpu = (_cpu_seconds(os.getpid()) - cpu_before[0], _cpu_seconds(backend) - cpu_before[1])
+    queue.put((latencies, counter["n"], outcomes, cpu))
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process (the client, or its PostgreSQL backend on this host) from /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _run_phase(name: str, url: str, index: int, prepared, procs: int) -> None:
@@ -139,9 +158,17 @@ def _run_phase(name: str, url: str, index: int, prepared, procs: int) -> None:
             outcomes[outcome] = outcomes.get(outcome, 0) + n
     n = len(latencies)
     p50, p95 = latencies[n // 2] * 1000, latencies[int(n * 0.95)] * 1000
+    client_cpu = sum(r[3][0] for r in results) / n * 1000
+    db_cpu = sum(r[3][1] for r in results) / n * 1000
     print(f"{name:<10} {n:>6} reports in {elapsed:6.1f} s = {n / elapsed:7.1f} reports/s | "
           f"{queries / n:5.1f} queries/report | p50 {p50:5.1f} ms  p95 {p95:6.1f} ms  mean "
           f"{statistics.fmean(latencies) * 1000:5.1f} ms | {outcomes}", flush=True)
+    # Wall throughput depends on what else runs on the machine; the CPU spent per report does not (much): it gives
+    # the throughput the two cores would reach with nothing else running.
+    per_report = (client_cpu + db_cpu) / 1000
+    capacity = (os.cpu_count() or 1) / per_report if per_report else 0.0
+    print(f"{'':<10} CPU per report: Django {client_cpu:.1f} ms + PostgreSQL {db_cpu:.1f} ms -> "
+          f"{capacity:.0f} reports/s on {os.cpu_count()} idle cores", flush=True)
 
 
 def main() -> int:
@@ -150,6 +177,8 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=12_500, help="bench the first N active nodes")
     parser.add_argument("--procs", type=int, default=os.cpu_count() or 2, help="client processes")
     parser.add_argument("--skip-seed", action="store_true", help="do not load the demo fleet when absent")
+    parser.add_argument("--phases", default="first,unchanged,changed",
+                        help="comma-separated subset of first,unchanged,changed (each starts from a clean slate)")
     args = parser.parse_args()
     _setup(args.database_url)
     from django.db import connection
@@ -163,9 +192,9 @@ def main() -> int:
     print(f"prepared {len(prepared)} reports (~{cards:.0f} cards, {len(prepared[0][1]) // 1024} KiB each) in "
           f"{time.monotonic() - started:.0f} s", flush=True)
     print(f"load average before: {os.getloadavg()[0]:.1f}", flush=True)
-    _run_phase("first", args.database_url, 1, prepared, args.procs)
-    _run_phase("unchanged", args.database_url, 2, prepared, args.procs)
-    _run_phase("changed", args.database_url, 3, prepared, args.procs)
+    for index, name in enumerate(("first", "unchanged", "changed"), start=1):
+        if name in args.phases.split(","):
+            _run_phase(name, args.database_url, index, prepared, args.procs)
     print(f"load average after: {os.getloadavg()[0]:.1f}", flush=True)
     return 0
 
