@@ -70,7 +70,7 @@ def test_repair_ticket_in_the_browser(browser, live_server, eager, scheduler, no
     StepRun.objects.filter(status="waiting").update(wake_at=timezone.now())
     runs_wake_due()
     # No reload: the page polls its live part and shows the new state and timeline.
-    expect(page.locator("#state")).to_have_text("Closed", timeout=15_000)
+    expect(page.locator("#state")).to_have_text("Closed", timeout=45_000)
     expect(page.locator("#timeline")).to_contain_text("Card verified healthy")
     expect(page.locator("#timeline")).to_contain_text("back in service")
 
