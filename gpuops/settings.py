@@ -211,6 +211,10 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE: dict = {
     "cmdb-reservations-expire": {"task": "cmdb.reservations_expire", "schedule": 600.0},
     "switches-poll-all": {"task": "integrations.switches.poll_all", "schedule": 900.0},
+    "inventory_agents.flag_stale_nodes": {"task": "inventory_agents.flag_stale_nodes", "schedule": 300.0},
+    "inventory_agents.prune_reports": {"task": "inventory_agents.prune_reports", "schedule": 3600.0},
+    "workflows.reap_stuck_runs": {"task": "workflows.reap_stuck_runs", "schedule": 60.0},
+    "workflows.wake_due_runs": {"task": "workflows.wake_due_runs", "schedule": 30.0},
 }
 
 # --- Logging --------------------------------------------------------------------------------------------------
