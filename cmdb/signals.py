@@ -14,7 +14,7 @@ from .services import changelog
 
 
 def _pre_save(sender, instance: TrackedModel, raw: bool = False, update_fields=None, **kwargs) -> None:
-    if raw or instance._state.adding:
+    if raw or instance._state.adding or not sender.has_row_version():
         return
     instance.version = (instance.version or 0) + 1
 

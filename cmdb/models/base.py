@@ -48,12 +48,15 @@ class TrackedModel(models.Model):
         return instance
 
     @classmethod
+    def has_row_version(cls) -> bool:
+        """Whether `version` is the integer row version (a few models use `version` for a software version)."""
+        field = cls._meta.get_field("version")
+        return isinstance(field, models.PositiveIntegerField) and not field.editable
+
+    @classmethod
     def tracked_field_names(cls) -> list[str]:
-        return [
-            f.attname
-            for f in cls._meta.concrete_fields
-            if f.attname not in cls.change_log_exclude and not f.primary_key
-        ]
+        exclude = cls.change_log_exclude if cls.has_row_version() else cls.change_log_exclude - {"version"}
+        return [f.attname for f in cls._meta.concrete_fields if f.attname not in exclude and not f.primary_key]
 
     def snapshot(self) -> dict[str, Any]:
         """The current in-memory values of the tracked fields, as JSON values."""

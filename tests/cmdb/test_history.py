@@ -98,3 +98,21 @@ def test_placing_into_a_taken_slot_is_refused():
     other = AcceleratorFactory(slot_index=2)
     with pytest.raises(Exception, match="holds"):
         accelerator_place(accelerator=other, kind="node", node=card.node, slot_index=1)
+
+
+def test_software_version_fields_are_tracked_not_bumped():
+    """DriverPackage and InstalledSoftware use `version` for the software version: saving them records the
+    version change and does not treat it as a row counter."""
+    from tests.factories.cmdb import DriverPackageFactory
+
+    node = NodeFactory()
+    installed = m.InstalledSoftware.objects.create(node=node, component="nvidia-driver", version="535.183.01")
+    installed = m.InstalledSoftware.objects.get(pk=installed.pk)
+    installed.version = "550.127.05"
+    installed.save()
+    record = changes_for(installed).first()
+    assert record.changes == {"version": ["535.183.01", "550.127.05"]}
+    package = DriverPackageFactory(version="570.1")
+    package.requires_reboot = True
+    package.save()
+    assert m.DriverPackage.objects.get(pk=package.pk).version == "570.1"
