@@ -3,16 +3,10 @@ keyword arguments); tests install a fake with `override`."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
-from django.utils.module_loading import import_string
-
+from ..adapter_slot import AdapterSlot
 from .base import CommandExecutor
-
-_override: CommandExecutor | None = None
-_cache: dict[tuple[str, str], CommandExecutor] = {}
 
 
 def _config() -> tuple[str, dict[str, Any]]:
@@ -21,26 +15,6 @@ def _config() -> tuple[str, dict[str, Any]]:
     return rollouts_setting("EXECUTOR"), rollouts_setting("EXECUTOR_OPTIONS")
 
 
-def executor_get() -> CommandExecutor:
-    """The configured executor (one instance per path and options)."""
-    if _override is not None:
-        return _override
-    path, options = _config()
-    key = (path, repr(sorted(options.items())))
-    if key not in _cache:
-        _cache[key] = import_string(path)(**options)
-    return _cache[key]
-
-
-@contextlib.contextmanager
-def override(executor: CommandExecutor) -> Iterator[CommandExecutor]:
-    """Use `executor` everywhere inside the block (tests)."""
-    global _override
-    previous, _override = _override, executor
-    try:
-        yield executor
-    finally:
-        _override = previous
-
-
-__all__ = ["executor_get", "override"]
+_slot: AdapterSlot[CommandExecutor] = AdapterSlot(_config)
+executor_get = _slot.get  # the configured executor (one instance per path and options)
+override = _slot.override  # use an executor everywhere inside a block (tests)
