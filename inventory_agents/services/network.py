@@ -127,6 +127,8 @@ class SoftwareStep:
     def __init__(self, run: Pass) -> None:
         self.run = run
         self.rows = {r.component: r for r in InstalledSoftware.objects.filter(node=run.node)}
+        for row in self.rows.values():
+            row.node = run.node  # its change record's repr names the node: no query per row
 
     def reconcile_and_write(self) -> None:
         run = self.run
