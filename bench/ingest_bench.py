@@ -49,6 +49,7 @@ def _setup(url: str) -> None:
 
 def _prepare(args) -> list[tuple[str, bytes, bytes, bytes]]:
     """(token, first body, unchanged body, changed body) per bench node."""
+    from django.core.management import call_command
     from django.db import transaction
     from django.utils import timezone
 
@@ -58,6 +59,7 @@ def _prepare(args) -> list[tuple[str, bytes, bytes, bytes]]:
     from inventory_agents.services.synthetic import nodes_for_reports, report_for
     from inventory_agents.services.tokens import AGENT_PREFIX, _token_new, token_hash
 
+    call_command("migrate", verbosity=0)  # a fresh database gets its tables first
     if not args.skip_seed and m.Node.objects.count() < 12_500:
         started = time.monotonic()
         print("loading the large demo fleet ...", flush=True)

@@ -215,7 +215,15 @@ CELERY_BEAT_SCHEDULE: dict = {
     "inventory_agents.prune_reports": {"task": "inventory_agents.prune_reports", "schedule": 3600.0},
     "workflows.reap_stuck_runs": {"task": "workflows.reap_stuck_runs", "schedule": 60.0},
     "workflows.wake_due_runs": {"task": "workflows.wake_due_runs", "schedule": 30.0},
+    # A no-op unless GPUOPS_DEMO_AGENTS is set (script/server does): reports for the demo fleet's nodes.
+    "inventory_agents.demo_agents_report": {"task": "inventory_agents.demo_agents_report", "schedule": 30.0},
 }
+# Provisioning burn-in: how long a new node must report healthy before it joins (script/server shortens it).
+GPUOPS_ROLLOUTS: dict = {}
+if os.environ.get("GPUOPS_BURN_IN_WINDOW_MINUTES"):
+    GPUOPS_ROLLOUTS["BURN_IN_WINDOW_MINUTES"] = int(os.environ["GPUOPS_BURN_IN_WINDOW_MINUTES"])
+# The demo fleet has no machines: stand-in agents report what the CMDB holds (inventory_agents/services/demo_agents).
+GPUOPS_DEMO_AGENTS = os.environ.get("GPUOPS_DEMO_AGENTS", "") in ("1", "true", "yes")
 
 # --- Logging --------------------------------------------------------------------------------------------------
 LOGGING = {

@@ -21,3 +21,15 @@ def flag_stale_nodes(self) -> int:
 def prune_reports(self) -> int:
     """Keep the newest GPUOPS['AGENT_REPORTS_KEEP_PER_NODE'] raw reports per node."""
     return reports_prune()
+
+
+@shared_task(name="inventory_agents.demo_agents_report", bind=True, acks_late=True, ignore_result=True)
+def demo_agents_report(self) -> int:
+    """The demo fleet's stand-in agents (GPUOPS_DEMO_AGENTS=1, set by script/server): see services/demo_agents."""
+    from django.conf import settings
+
+    if not getattr(settings, "GPUOPS_DEMO_AGENTS", False):
+        return 0
+    from .services.demo_agents import demo_agents_report as report_round
+
+    return report_round().nodes

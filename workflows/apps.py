@@ -14,16 +14,18 @@ class WorkflowsConfig(AppConfig):
     def ready(self) -> None:
         from cmdb.hooks import register_accelerator_failed
         from cmdb.permissions import register_scope
+        from inventory_agents.signals import report_received
 
         from . import definitions, registry
         from .models import Ticket
-        from .services.health import on_accelerator_failed
+        from .services.health import on_accelerator_failed, on_node_reported
 
         for wf in definitions.ALL:
             registry.register(wf)
         # Site and cluster technicians see the tickets of their site/cluster, as they see its inventory.
         register_scope(Ticket, {"site": "site_id", "cluster": "cluster_id"})
         register_accelerator_failed(on_accelerator_failed)
+        report_received.connect(on_node_reported, dispatch_uid="workflows_wake_on_report")
         post_migrate.connect(_permissions_after_migrate, sender=self, dispatch_uid="workflows_transition_perms")
         _beat_schedule_defaults()
 

@@ -88,6 +88,17 @@ class NicObs:
     ports: list[PortObs] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class LldpObs:
+    """One LLDP neighbour as the host sees it (lldpctl): the host interface and what answers on it."""
+
+    local_port: str
+    remote_chassis_id: str
+    remote_system: str
+    remote_port: str
+    remote_port_description: str
+
+
 @dataclass
 class Observed:
     """One report, normalised."""
@@ -107,6 +118,8 @@ class Observed:
     complete_sections: frozenset[str]
     # Collectors that failed this time (name -> error), surfaced as node-level `collector` events.
     collector_errors: dict[str, str] = field(default_factory=dict)
+    # The host's view of its links; the switches app turns it into observed links (integrations.switches).
+    lldp: list[LldpObs] = field(default_factory=list)
     digest: str = ""
 
 
@@ -294,6 +307,17 @@ def _software(payload: dict[str, Any], cards: list[CardObs]) -> dict[str, str]:
     return software
 
 
+def _lldp(payload: dict[str, Any]) -> list[LldpObs]:
+    neighbours = set()
+    for raw in payload.get("lldp_neighbors") or []:
+        if isinstance(raw, dict) and _text(raw.get("local_port"), 64):
+            neighbours.add(LldpObs(
+                local_port=_text(raw.get("local_port"), 64), remote_chassis_id=_text(raw.get("remote_chassis_id"), 64),
+                remote_system=_text(raw.get("remote_system"), 253), remote_port=_text(raw.get("remote_port"), 100),
+                remote_port_description=_text(raw.get("remote_port_description"), 200)))
+    return sorted(neighbours, key=lambda n: (n.local_port, n.remote_chassis_id, n.remote_port))
+
+
 def _complete_sections(payload: dict[str, Any]) -> frozenset[str]:
     """Sections present and collected without error: only those may flag things missing."""
     failed = " ".join(_text(e.get("collector"), 64).lower() for e in payload.get("collector_errors") or []
@@ -361,6 +385,7 @@ def report_normalize(payload: dict[str, Any], schema: str) -> Observed:
         software=_software(payload, cards), orphan_signals=orphan, complete_sections=_complete_sections(payload),
         collector_errors={_text(e.get("collector"), 32).lower(): _text(e.get("error"), 300)
                           for e in payload.get("collector_errors") or [] if isinstance(e, dict) and e.get("collector")},
+        lldp=_lldp(payload),
     )
     observed.digest = observed_digest(observed)
     return observed
@@ -383,6 +408,7 @@ def observed_digest(observed: Observed) -> str:
         sorted(observed.software.items()),
         sorted((bus, _signals(signals)) for bus, signals in observed.orphan_signals.items()),
         sorted(observed.complete_sections), sorted(observed.collector_errors.items()),
+        [tuple(n.__dict__.values()) for n in observed.lldp],
     ]
     blob = json.dumps(content, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()

@@ -56,7 +56,7 @@ def test_repair_through_a_real_worker(celery_worker_process, fleet, groups, sett
     # The agent reports the new card healthy; ingestion wakes the waiting verification at once.
     m.Accelerator.objects.filter(pk=spare.pk).update(health="ok",
                                                      last_seen_at=timezone.now() + dt.timedelta(seconds=1))
-    runs_wake_for_event(f"accelerator:{spare.pk}:reported")
+    runs_wake_for_event(f"node:{fleet.node.pk}:reported")
     assert _state_becomes(ticket, "awaiting_rma_shipment"), _worker_log(tmp_path)
 
     _take(ticket, "record_rma_shipment", tech, rma_vendor="NVIDIA", rma_number="RMA-1", rma_tracking="TRK-1")

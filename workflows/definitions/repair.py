@@ -35,6 +35,7 @@ from django.db import models
 
 from cmdb.models import Accelerator, AcceleratorModel, MovementKind, Node, StockLocation, StockReservation
 from cmdb.services.stock import NoSpareError, accelerator_out_of_stock, reservation_issue, spare_reserve
+from inventory_agents.services.liveness import cards_last_seen
 
 from ..conf import workflows_setting
 from ..declarations import Field, Transition, Workflow, step
@@ -231,18 +232,21 @@ def verify(ctx: StepContext) -> StepOutcome:
     repair; give up after VERIFY_TIMEOUT_MINUTES (state verify_timed_out, where people decide)."""
     data = ctx.ticket.data
     card_id = data["spare_id"] if data.get("verdict") == Verdict.REPLACE else data["accelerator_id"]
-    card = Accelerator.objects.get(pk=card_id)
+    card = Accelerator.objects.select_related("node").get(pk=card_id)
     since_raw = data.get("verify_since") or ctx.now.isoformat()
     since = dt.datetime.fromisoformat(since_raw)
-    if card.health == "ok" and card.last_seen_at is not None and card.last_seen_at > since:
+    seen_at = cards_last_seen(card.node, [card])[card.pk] if card.node_id else card.last_seen_at
+    if card.health == "ok" and seen_at is not None and seen_at > since:
         return Done(transition="verified", data={"verify_since": since_raw},
-                    message=f"{card} reported healthy at {card.last_seen_at:%Y-%m-%d %H:%M:%S} UTC")
+                    message=f"{card} reported healthy at {seen_at:%Y-%m-%d %H:%M:%S} UTC")
     timeout = dt.timedelta(minutes=workflows_setting("VERIFY_TIMEOUT_MINUTES"))
     deadline = ctx.deadline("verify", timeout)
     if ctx.now >= deadline:
         return Done(transition="verify_timed_out", data={"verify_since": since_raw},
                     message=f"no healthy report of {card} within {timeout} (health {card.health})")
-    return WaitForEvent(key=f"accelerator:{card.pk}:reported", data={"verify_since": since_raw},
+    # Any report of its node may confirm the card (an unchanged re-report names no cards).
+    key = f"node:{card.node_id}:reported" if card.node_id else f"accelerator:{card.pk}:reported"
+    return WaitForEvent(key=key, data={"verify_since": since_raw},
                         recheck_in=dt.timedelta(seconds=workflows_setting("VERIFY_POLL_SECONDS")),
                         message=f"waiting for the agent to report {card} healthy (until {deadline:%H:%M} UTC)")
 

@@ -9,6 +9,7 @@ Ticket.dedup_key settles two ingestions racing for the same card.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from django.db import IntegrityError, transaction
 
@@ -19,7 +20,7 @@ from ..conf import workflows_setting
 from ..definitions.repair import dedup_key_for
 from ..engine import timeline_add, transition_apply
 from ..models import Ticket, TicketPriority, TimelineKind
-from ..runner import runs_wake_for_event
+from ..runner import runs_wake_for_event, runs_wake_for_events
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +65,19 @@ def on_accelerator_failed(failure: AcceleratorFailure) -> Ticket:
     timeline_add(ticket=open_ticket, kind=TimelineKind.SIGNAL, data=_signal_data(failure),
                  message=f"Repeated health signal: {_signal_text(failure)}")
     return open_ticket
+
+
+# Nodes a workflow may be waiting on (burn-in, rollout verify, repair verify). An active node's report wakes
+# nothing, so the unchanged-report fast path stays at its two queries for the fleet at large.
+WATCHED_NODE_STATUSES = frozenset({"provisioning", "burn_in", "draining", "maintenance", "failed", "rma"})
+
+
+def on_node_reported(sender: object, *, node: Any, status: str, card_ids: list[int], **kwargs: Any) -> int:
+    """`inventory_agents.signals.report_received` receiver: wake the runs waiting for this node's report
+    (provisioning burn-in) and, when the report was applied, for its cards' (repair verification)."""
+    if node.status not in WATCHED_NODE_STATUSES:
+        return 0
+    return runs_wake_for_events([f"node:{node.pk}:reported", *(f"accelerator:{pk}:reported" for pk in card_ids)])
 
 
 def on_accelerator_reported(accelerator_id: int) -> int:

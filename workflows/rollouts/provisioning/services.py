@@ -38,6 +38,7 @@ from integrations.exceptions import PermanentError
 from integrations.executors import command_render, executor_get
 from integrations.os_install import OsInstallJob, OsInstallRequest, os_installer_get
 from integrations.ports import CliTarget, ConfigDiff, ConfigPushResult, PortConfig, SwitchConfigurator
+from inventory_agents.services.liveness import cards_last_seen
 
 from ..conf import rollouts_setting
 from ..locks import LockOwner, node_locks_acquire, node_locks_release
@@ -362,7 +363,8 @@ def burn_in_problems(run: ProvisioningRun, *, since: dt.datetime, check_versions
     expected = node.server_model.accelerator_slots or len(cards)
     if len(cards) < expected:
         problems.append(f"{len(cards)} of {expected} cards reported")
-    stale = [c.serial or str(c.pk) for c in cards if c.last_seen_at is None or c.last_seen_at <= since]
+    seen = cards_last_seen(node, cards)
+    stale = [c.serial or str(c.pk) for c in cards if seen[c.pk] is None or seen[c.pk] <= since]
     if stale:
         problems.append(f"not seen in the latest report: {', '.join(stale[:8])}")
     sick = [f"{c.serial} ({c.health})" for c in cards if c.health != "ok"]

@@ -1,0 +1,16 @@
+"""What ingestion tells the rest of gpuops, so other apps react to reports without inventory_agents knowing them.
+
+- `report_applied`: a report was reconciled (digest changed, or the periodic full pass). Sent inside the
+  reconciliation transaction; receivers that do more than read must defer it with `transaction.on_commit`.
+  Arguments: node (the locked Node), report_id, observed (services.normalize.Observed).
+- `report_received`: any accepted report of a node, applied or unchanged, sent after it committed. Arguments:
+  node, status ("applied" | "unchanged"), card_ids (the node's reported cards when applied, else []). It runs on
+  the unchanged fast path, so receivers must stay cheap for nodes nobody waits on (check `node.status` first).
+"""
+
+from __future__ import annotations
+
+from django.dispatch import Signal
+
+report_applied = Signal()
+report_received = Signal()
