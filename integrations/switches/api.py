@@ -52,7 +52,8 @@ def finding_dict(f: Finding) -> dict[str, Any]:
         "expected": str(f.expected) if f.expected else None,
         "found": str(f.found) if f.found else (str(f.observed) if f.observed else None),
         "swap_partner": str(f.swap_partner) if f.swap_partner else None,
-        "rail_violation": f.rail_violation or None, "message": f.message,
+        "rail_violation": f.rail_violation or None, "conflict": f.conflict or None,
+        "elsewhere": str(f.elsewhere) if f.elsewhere else None, "message": f.message,
     }
 
 
@@ -82,6 +83,9 @@ class CablingFindingSerializer(serializers.Serializer):
     found = serializers.CharField(allow_null=True, help_text="Observed peer, device:port.")
     swap_partner = serializers.CharField(allow_null=True, help_text="The crossed port, switch:port.")
     rail_violation = serializers.CharField(allow_null=True)
+    conflict = serializers.CharField(allow_null=True, help_text="How the switch's and the host's view disagree.")
+    elsewhere = serializers.CharField(allow_null=True,
+                                      help_text="Where the planned peer's host reports its cable, switch:port.")
     message = serializers.CharField()
 
 
@@ -172,6 +176,7 @@ class FabricCablingTicketsView(APIView):
                 f"Cabling validation of fabric {fabric.name} found a miswire.", "",
                 f"- expected: {f.expected}", f"- found: {f.found}",
                 *([f"- crossed with: {f.swap_partner}"] if f.swap_partner else []),
+                *([f"- the views disagree: {f.conflict}"] if f.conflict else []),
                 *([f"- {f.rail_violation}"] if f.rail_violation else []),
             ])
             try:

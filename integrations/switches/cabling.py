@@ -1,18 +1,24 @@
-"""Cabling validation: planned links vs what the switches observe (LLDP, ibnetdiscover). Pure functions over
-dataclasses - no Django - so the rules can be tested exhaustively (see the Hypothesis test).
+"""Cabling validation: planned links vs what is observed - by the switches (LLDP, ibnetdiscover) and by the
+nodes (host LLDP). Pure functions over dataclasses - no Django - so the rules can be tested exhaustively (see
+the Hypothesis test).
 
 Every switch port that is planned or observed gets exactly one Finding:
 - ok:               the planned peer is what the port sees;
-- missing:          planned, but the port sees nothing;
+- missing:          planned, but the port sees nothing (`elsewhere`: where the planned peer's host says its
+                    cable lands instead);
 - miswired:         planned X, the port sees Y (a known endpoint); `swap_partner` names the other port when two
-                    cables are crossed (Y is planned at P2 and P2 sees X);
+                    cables are crossed (Y is planned at P2 and P2 sees X). Also when the switch's and the host's
+                    view of a cable disagree (`conflict` names both), whatever the plan says;
 - unexpected:       nothing planned, the port sees a known endpoint;
-- unknown_neighbor: the port sees something no inventory record identifies (planned or not).
+- unknown_neighbor: the port sees something no inventory record identifies (planned or not), or a host reports
+                    a switch inventory does not know (the finding is named after what the host was told).
 On a rail-optimised fabric a finding also carries `rail_violation` when the node HCA it sees (or, for
 missing links, was planned to see) belongs to another rail than the leaf: "HCA i of every node lands on rail
 leaf i".
 
-Switches that were never polled are left out (`polled_switches`): no observation is not evidence of absence.
+A link seen from one side only is as good as one seen from both. Planned ports of switches that were never
+polled are judged only when there is evidence about them (the port was observed, or the planned peer's host
+reported where its cable is): no observation is not evidence of absence.
 """
 
 from __future__ import annotations
@@ -80,9 +86,19 @@ class PlannedLink:
     peer: Endpoint
 
 
+class View(StrEnum):
+    SWITCH = "switch"  # the switch's neighbour table (LLDP by SNMP or CLI), or ibnetdiscover
+    HOST = "host"  # the node's lldpd: the switch port its interface is plugged into
+
+
 @dataclass(frozen=True)
 class Observation:
-    """What `switch:port` sees: an LLDP neighbour or an InfiniBand peer."""
+    """What `switch:port` sees: an LLDP neighbour or an InfiniBand peer.
+
+    `peer` is the far end when whoever observed already identified it (a host knows its own interface; an HCA
+    port matched by GUID at ingest). `switch_known` is False when a host names a switch inventory does not
+    know; `switch`/`port` are then what the host was told.
+    """
 
     switch: str
     port: str
@@ -91,6 +107,9 @@ class Observation:
     remote_system: str = ""
     remote_port_description: str = ""
     remote_port_guid: str = ""
+    view: View = View.SWITCH
+    peer: Endpoint | None = None
+    switch_known: bool = True
 
     def __str__(self) -> str:
         who = self.remote_system or self.remote_chassis_id or self.remote_port_guid or "?"
@@ -107,6 +126,8 @@ class Finding:
     observed: Observation | None = None
     swap_partner: PortRef | None = None
     rail_violation: str = ""
+    conflict: str = ""  # the switch's and the host's view disagree (kind miswired)
+    elsewhere: PortRef | None = None  # the port where the planned peer's host reports its cable instead
 
     @property
     def is_problem(self) -> bool:
@@ -119,16 +140,24 @@ class Finding:
             text = f"{here} ok ({self.expected})"
         elif self.kind == FindingKind.MISSING:
             text = f"{here} missing: expected {self.expected}, sees nothing"
+        elif self.conflict:
+            text = f"{here} miswired: the views disagree: {self.conflict}"
+            if self.expected:
+                text += f" (expected {self.expected})"
         elif self.kind == FindingKind.MISWIRED:
             text = f"{here} miswired: expected {self.expected}, found {self.found}"
             if self.swap_partner:
                 text += f" (crossed with {self.swap_partner})"
         elif self.kind == FindingKind.UNEXPECTED:
             text = f"{here} unexpected: found {self.found}, nothing planned"
+        elif self.observed is not None and not self.observed.switch_known:
+            text = f"{here} unknown neighbour: {self.found or self.observed} reports a switch inventory does not know"
         else:
             text = f"{here} unknown neighbour {self.observed}"
             if self.expected:
                 text += f" (expected {self.expected})"
+        if self.elsewhere and self.expected:
+            text += f"; its host reports it on {self.elsewhere}"
         return f"{text}; {self.rail_violation}" if self.rail_violation else text
 
 
@@ -159,6 +188,16 @@ def normalize_guid(text: str) -> str:
     return digits.zfill(16) if digits and all(c in "0123456789abcdef" for c in digits) else ""
 
 
+def canonical_guid(text: str) -> str:
+    """A GUID as `0x` + 16 lowercase hex digits, the way ibstat/the agent print it; '' for no GUID (empty, not hex,
+    longer than 64 bits, or zero). GUIDs compare by value: `7CFE:9003:003B:4BDE`, `0x7cfe9003003b4bde` and an
+    unpadded `0x2c9020040f161` are spellings seen in imports and tool versions."""
+    digits = normalize_guid(text.strip())
+    if not digits or len(digits) > 16 or not int(digits, 16):
+        return ""
+    return "0x" + digits
+
+
 class Inventory:
     """Resolves an observation to a known Endpoint: by port MAC, by port GUID, by (system name, port name)."""
 
@@ -166,16 +205,20 @@ class Inventory:
         self.by_mac: dict[str, Endpoint] = {}
         self.by_guid: dict[str, Endpoint] = {}
         self.by_name: dict[tuple[str, str], Endpoint] = {}
+        # First one wins: callers list planned endpoints first, so when two CMDB ports share an identity (a RoCE
+        # NIC's netdev and its RDMA device carry one MAC) the one the plan names is what an observation matches.
         for ep in endpoints:
             for mac in ep.macs:
-                self.by_mac[normalize_mac(mac).lower()] = ep
+                self.by_mac.setdefault(normalize_mac(mac).lower(), ep)
             for guid in ep.guids:
                 if g := normalize_guid(guid):
-                    self.by_guid[g] = ep
+                    self.by_guid.setdefault(g, ep)
             for name in (ep.port, *ep.aliases):
                 self.by_name.setdefault((device_key(ep.device), port_key(name)), ep)
 
     def resolve(self, obs: Observation) -> Endpoint | None:
+        if obs.peer is not None:
+            return obs.peer
         if obs.remote_port_guid and (ep := self.by_guid.get(normalize_guid(obs.remote_port_guid))):
             return ep
         port = obs.remote_port.strip()
@@ -200,6 +243,28 @@ def _rail_violation(switch: SwitchInfo | None, peer: Endpoint | None, rail_optim
             f"lands on leaf {switch.name} (rail {switch.rail})")
 
 
+Placements = dict[View, dict[PortRef, set[PortRef]]]
+
+
+def _views_conflict(here: PortRef, candidates: list[tuple[Observation, Endpoint | None]],
+                    placed: Placements) -> str:
+    """How the switch's and the host's view of the cable at `here` disagree, '' when they do not: both name a
+    peer for this port but not the same one, or one view puts a peer here that the other puts elsewhere."""
+    switch_eps = [ep for o, ep in candidates if ep is not None and o.view == View.SWITCH]
+    host_eps = [ep for o, ep in candidates if ep is not None and o.view == View.HOST]
+    if switch_eps and host_eps and not {ep.ref for ep in switch_eps} & {ep.ref for ep in host_eps}:
+        return f"the switch sees {switch_eps[0]}, the host reports {host_eps[0]} on this port"
+    for ep in switch_eps:
+        others = placed[View.HOST].get(ep.ref, set())
+        if others and here not in others:
+            return f"the switch sees {ep}, its host reports it on {min(others)}"
+    for ep in host_eps:
+        others = placed[View.SWITCH].get(ep.ref, set())
+        if others and here not in others:
+            return f"the host reports {ep} on this port, {min(others)} sees it"
+    return ""
+
+
 def validate_cabling(
     *,
     planned: Iterable[PlannedLink],
@@ -209,29 +274,41 @@ def validate_cabling(
     rail_optimized: bool = False,
     polled_switches: set[str] | None = None,
 ) -> list[Finding]:
-    """One Finding per planned-or-observed switch port of the polled switches, sorted by switch and port."""
+    """One Finding per judged planned port and per observed port, sorted by switch and port."""
     switches = switches or {}
-    expected: dict[PortRef, Endpoint] = {}
-    for link in planned:
-        if polled_switches is None or link.switch in polled_switches:
-            expected[PortRef(link.switch, link.port)] = link.peer
     seen: dict[PortRef, list[Observation]] = defaultdict(list)
     for obs in observed:
         seen[PortRef(obs.switch, obs.port)].append(obs)
-
-    # Where each endpoint is planned, to name the swap partner of a miswired port.
-    planned_at: dict[PortRef, PortRef] = {peer.ref: here for here, peer in expected.items()}
     resolved: dict[PortRef, list[tuple[Observation, Endpoint | None]]] = {
         here: [(o, inventory.resolve(o)) for o in observations] for here, observations in seen.items()
     }
+    # Where each view puts each known endpoint (a host's unknown switch included): the two views of one cable
+    # are compared through it.
+    placed: Placements = {View.SWITCH: defaultdict(set), View.HOST: defaultdict(set)}
+    for here, candidates in resolved.items():
+        for o, ep in candidates:
+            if ep is not None:
+                placed[o.view][ep.ref].add(here)
+
+    expected: dict[PortRef, Endpoint] = {}
+    for link in planned:
+        here = PortRef(link.switch, link.port)
+        if (polled_switches is None or link.switch in polled_switches or here in seen
+                or link.peer.ref in placed[View.HOST]):
+            expected[here] = link.peer
+
+    # Where each endpoint is planned, to name the swap partner of a miswired port.
+    planned_at: dict[PortRef, PortRef] = {peer.ref: here for here, peer in expected.items()}
 
     findings: list[Finding] = []
     for here in sorted(expected.keys() | resolved.keys()):
         want = expected.get(here)
         candidates = resolved.get(here, [])
         switch = switches.get(here.device)
+        reported = sorted(placed[View.HOST].get(want.ref, set()) - {here}) if want is not None else []
+        elsewhere = reported[0] if reported else None
         if want is not None and not candidates:
-            findings.append(Finding(FindingKind.MISSING, here.device, here.port, expected=want,
+            findings.append(Finding(FindingKind.MISSING, here.device, here.port, expected=want, elsewhere=elsewhere,
                                     rail_violation=_rail_violation(switch, want, rail_optimized)))
             continue
         # A port may list several neighbours (a hypervisor, a hub): the planned one among them is enough.
@@ -240,10 +317,21 @@ def validate_cabling(
         if match is None:
             match = next(((o, ep) for o, ep in candidates if ep is not None), candidates[0])
         obs, found = match
+        if not obs.switch_known:
+            findings.append(Finding(FindingKind.UNKNOWN_NEIGHBOR, here.device, here.port, found=found, observed=obs))
+            continue
+        if conflict := _views_conflict(here, candidates, placed):
+            # Name the peer that is not the plan: that is the cable someone has to go and look at.
+            other = next((ep for _, ep in candidates if ep is not None and (want is None or ep.ref != want.ref)),
+                         found)
+            findings.append(Finding(FindingKind.MISWIRED, here.device, here.port, expected=want, found=other,
+                                    observed=obs, conflict=conflict,
+                                    rail_violation=_rail_violation(switch, other, rail_optimized)))
+            continue
         rail = _rail_violation(switch, found, rail_optimized)
         if found is None:
             findings.append(Finding(FindingKind.UNKNOWN_NEIGHBOR, here.device, here.port, expected=want,
-                                    observed=obs))
+                                    observed=obs, elsewhere=elsewhere))
         elif want is None:
             findings.append(Finding(FindingKind.UNEXPECTED, here.device, here.port, found=found, observed=obs,
                                     rail_violation=rail))
@@ -257,7 +345,8 @@ def validate_cabling(
             ):
                 partner = None  # Y belongs elsewhere, but that port does not see X: not a simple crossing
             findings.append(Finding(FindingKind.MISWIRED, here.device, here.port, expected=want, found=found,
-                                    observed=obs, swap_partner=partner, rail_violation=rail))
+                                    observed=obs, swap_partner=partner, rail_violation=rail,
+                                    elsewhere=elsewhere if elsewhere != partner else None))
     return findings
 
 

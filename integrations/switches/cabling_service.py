@@ -2,6 +2,9 @@
 
 A selector plus one optional write: `fabric_cabling_report(..., update_link_status=True)` marks each planned
 Link connected or mismatch, in bulk, with change records.
+
+Observations come from the fabric's switches (LLDP, ibnetdiscover) and from hosts (host LLDP rows that land on
+the fabric's switches, or whose host interface is planned in the fabric - wherever the host says it is).
 """
 
 from __future__ import annotations
@@ -23,11 +26,13 @@ from .cabling import (
     Observation,
     PlannedLink,
     SwitchInfo,
+    View,
     device_key,
     normalize_guid,
     validate_cabling,
 )
-from .models import ObservedLink, PollRun, PollStatus
+from .host_lldp import switch_port_name
+from .models import ObservationSource, ObservedLink, PollRun, PollStatus
 from .snmp_decode import normalize_mac
 
 
@@ -52,20 +57,49 @@ def _switch_endpoint(port: SwitchPort) -> Endpoint:
 
 
 def _observation(row: ObservedLink, switch_name: str) -> Observation:
+    """A switch's view. An HCA matched at ingest (or re-resolved from an agent report) is the peer as stored."""
     return Observation(
         switch=switch_name, port=row.local_port, remote_chassis_id=row.remote_chassis_id,
         remote_port=row.remote_port, remote_system=row.remote_system,
         remote_port_description=row.remote_port_description, remote_port_guid=row.remote_port_guid,
+        peer=_nic_endpoint(row.nic_port) if row.nic_port_id else None,
     )
 
 
+def _host_observation(row: ObservedLink, planned_by_mac: dict[tuple[str, str], Endpoint]) -> Observation:
+    """A host's view, turned round to the switch port it names: that port sees the host interface."""
+    peer = None
+    if row.nic_port_id:
+        peer = _nic_endpoint(row.nic_port)
+        # A RoCE NIC is two CMDB NICs with one MAC: the netdev lldpd runs on, and the RDMA device the plan names.
+        mac = normalize_mac(row.nic_port.mac).lower()
+        peer = planned_by_mac.get((peer.device, mac), peer) if row.nic_port.mac else peer
+    host = row.node.hostname if row.node_id else row.local_device
+    announced = row.remote_port or row.remote_port_description or "?"
+    if row.switch_id:
+        port = row.switch_port.name if row.switch_port_id else switch_port_name(row.switch, announced)
+        switch, known = row.switch.name, True
+    else:
+        switch, port, known = row.remote_system or row.remote_chassis_id or "?", announced, False
+    return Observation(switch=switch, port=port, remote_system=host, remote_port=row.local_port,
+                       view=View.HOST, peer=peer, switch_known=known)
+
+
 def fabric_cabling_report(fabric: Fabric, *, update_link_status: bool = False) -> list[Finding]:
-    """Findings for every planned or observed port of the fabric's polled switches."""
+    """Findings for every judged planned port and every observed port of the fabric."""
     switches = {s.pk: s for s in Switch.objects.filter(fabric=fabric)}
     infos = {s.name: SwitchInfo(s.name, s.rail, s.scalable_unit) for s in switches.values()}
-    observed_rows = list(ObservedLink.objects.filter(switch_id__in=switches))
+    planned_nodes = Link.objects.filter(fabric=fabric, a_nic_port__isnull=False).values("a_nic_port__nic__node_id")
+    observed_rows = list(
+        ObservedLink.objects.filter(
+            Q(switch_id__in=switches) | Q(source=ObservationSource.HOST_LLDP, node_id__in=planned_nodes)
+        ).select_related("nic_port__nic__node", "node", "switch", "switch_port")
+    )
+    switch_rows = [r for r in observed_rows if r.source != ObservationSource.HOST_LLDP]
+    host_rows = [r for r in observed_rows if r.source == ObservationSource.HOST_LLDP]
     ok_runs = PollRun.objects.filter(switch_id__in=switches, status=PollStatus.OK)
-    polled = {switches[r.switch_id].name for r in observed_rows} | {
+    # Only a switch's own view makes it "polled": a host reporting one port says nothing about the others.
+    polled = {switches[r.switch_id].name for r in switch_rows} | {
         switches[pk].name for pk in ok_runs.values_list("switch_id", flat=True)
     }
     links = list(
@@ -82,9 +116,11 @@ def fabric_cabling_report(fabric: Fabric, *, update_link_status: bool = False) -
         planned.append(PlannedLink(b.device, b.port, a))
         if a.kind == "switch":
             planned.append(PlannedLink(a.device, a.port, b))  # both switches see each other
+    planned_by_mac = {(ep.device, normalize_mac(mac).lower()): ep
+                      for ep in endpoints if ep.kind == "node" for mac in ep.macs}
 
     # Known endpoints that are not in the plan, so a cable to them is "unexpected", not "unknown".
-    observations = [_observation(r, switches[r.switch_id].name) for r in observed_rows]
+    observations = [_observation(r, switches[r.switch_id].name) for r in switch_rows]
     macs = {normalize_mac(o.remote_port).lower() for o in observations if o.remote_port}
     guids = {normalize_guid(g) for o in observations for g in (o.remote_port_guid, o.remote_port) if normalize_guid(g)}
     guid_spellings = guids | {f"0x{g}" for g in guids}
@@ -94,6 +130,12 @@ def fabric_cabling_report(fabric: Fabric, *, update_link_status: bool = False) -
     peer_switches = [s for s in Switch.objects.all().only("name") if device_key(s.name) in systems]
     peer_ports = SwitchPort.objects.filter(switch__in=peer_switches).select_related("switch")
     endpoints += [_switch_endpoint(p) for p in peer_ports]
+    planned_refs = {link.peer.ref for link in planned}
+    for row in host_rows:
+        obs = _host_observation(row, planned_by_mac)
+        # A host's other cables (its management NIC on a switch of another fabric) are not this fabric's business.
+        if row.switch_id in switches or (obs.peer is not None and obs.peer.ref in planned_refs):
+            observations.append(obs)
 
     findings = validate_cabling(
         planned=planned, observed=observations, inventory=Inventory(endpoints), switches=infos,

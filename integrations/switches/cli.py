@@ -2,9 +2,7 @@
 
 Only this module and config_push.py (through `netmiko_session`) touch netmiko. Output is parsed by
 cli_parse.parse_cli (TextFSM templates from ntc-templates), the same function `switch_parse` uses on saved
-files. Why not `send_command(use_textfsm=True)`: netmiko looks templates up by *its* device type (`huawei`
-finds nothing, ntc calls it `huawei_vrp`) and returns the raw string both when no template matches and when
-the table is empty (no LLDP neighbours), so the caller could not tell a failure from an empty answer.
+files.
 """
 
 from __future__ import annotations
@@ -64,6 +62,10 @@ def netmiko_session(target: CliTarget) -> Iterator[Any]:
 
 
 def send_show(conn: Any, command: str, timeout_s: float = 30.0) -> str:
+    # Raw text, parsed by parse_cli, not send_command(use_textfsm=True): netmiko (4.8, ntc-templates 9.3) looks
+    # templates up by its own device type (`huawei` finds none; ntc calls it `huawei_vrp`) and answers an empty
+    # table (no LLDP neighbours) exactly as a missing template - the raw string, or with raise_parsing_error the
+    # same NetmikoParsingException - so "no neighbours" could not be told from "cannot parse".
     return conn.send_command(command, read_timeout=timeout_s)
 
 

@@ -8,22 +8,30 @@ A ports-report line is one port as the subnet sees it:
 type, LID, port number, port GUID, width, speed, then for a connected port "-" and the peer's type, LID,
 port, GUID and both node descriptions. Every cable appears twice (once from each end); `ib_links` keeps one.
 Identity on InfiniBand is the port GUID (LIDs are handed out by the subnet manager and may change).
+
+A host end (CA) is matched to the CMDB's HCA port - which the node agent's report fills from ibstat - by port
+GUID, else by node GUID + port number (port 1 of a ConnectX HCA carries the node GUID; imports may know only
+node GUIDs). GUIDs compare by value (`cabling.canonical_guid`): ibnetdiscover prints `0x` + 16 digits, imports
+and other tools drop the prefix, the padding or use upper case.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
-from cmdb.models import Switch
+from cmdb.models import NicPort, Node, Switch
 
-from .cabling import Observation, device_key, normalize_guid
+from .cabling import Observation, canonical_guid, device_key
 from .models import ObservationSource, ObservedLink, PollRun, PollStatus
 
-_PORT = r"(?P<{p}type>CA|SW|RT)\s+(?P<{p}lid>\d+)\s+(?P<{p}port>\d+)\s+(?P<{p}guid>0x[0-9a-fA-F]+)"
+# The GUID column is 0x-prefixed in every infiniband-diags release seen; a bare hex GUID is accepted too.
+_PORT = r"(?P<{p}type>CA|SW|RT)\s+(?P<{p}lid>\d+)\s+(?P<{p}port>\d+)\s+(?P<{p}guid>(?:0x)?[0-9a-fA-F]+)"
 _LINE = re.compile(
     r"^\s*" + _PORT.format(p="a_") + r"\s+(?P<width>\S+)\s+(?P<speed>\S+)"
     r"(?:\s+-\s+" + _PORT.format(p="b_") + r"\s+\(\s*'(?P<a_name>[^']*)'\s+-\s+'(?P<b_name>[^']*)'\s*\)"
@@ -62,9 +70,10 @@ class IbLink:
 
 
 def _port(match: re.Match, prefix: str, description: str) -> IbPort:
+    raw = match[f"{prefix}guid"]
     return IbPort(
         node_type=match[f"{prefix}type"], lid=int(match[f"{prefix}lid"]), port=int(match[f"{prefix}port"]),
-        guid="0x" + normalize_guid(match[f"{prefix}guid"]), description=description.strip(),
+        guid=canonical_guid(raw) or raw.lower(), description=description.strip(),
     )
 
 
@@ -110,11 +119,44 @@ def ib_observations(records: list[IbPortRecord]) -> list[Observation]:
     ]
 
 
+class HcaPorts:
+    """CMDB HCA ports by canonical port GUID and by (canonical node GUID, port number)."""
+
+    def __init__(self, rows: Iterable[tuple[int, int, str, str, str]]) -> None:
+        """rows: (NicPort id, node id, port name, port GUID, NIC node GUID)."""
+        self.by_port_guid: dict[str, tuple[int, int]] = {}
+        self.by_node_guid: dict[tuple[str, str], tuple[int, int]] = {}
+        for port_id, node_id, name, guid, node_guid in rows:
+            if g := canonical_guid(guid):
+                self.by_port_guid.setdefault(g, (port_id, node_id))
+            if g := canonical_guid(node_guid):
+                self.by_node_guid.setdefault((g, name), (port_id, node_id))
+
+    @classmethod
+    def load(cls) -> HcaPorts:
+        # One pass over every port with a GUID, compared by value in Python: CMDB spellings vary (see the
+        # module docstring), so an indexed `guid IN (...)` would miss ports. ~100k rows at fleet scale, per sweep.
+        rows = NicPort.objects.filter(Q(guid__gt="") | Q(nic__node_guid__gt="")).values_list(
+            "pk", "nic__node_id", "name", "guid", "nic__node_guid")
+        return cls(rows)
+
+    def find(self, guid: str, port: int | str) -> tuple[int, int] | None:
+        """(NicPort id, node id) of the HCA port with this port GUID, else of port `port` of the HCA with this
+        node GUID."""
+        g = canonical_guid(guid)
+        if not g:
+            return None
+        return self.by_port_guid.get(g) or self.by_node_guid.get((g, str(port)))
+
+
 def ibnetdiscover_apply(text: str) -> PollRun:
     """Store a sweep: replace all ibnetdiscover observations with what this report shows. Switch ports are
-    linked to the CMDB Switch whose name matches the node description."""
+    linked to the CMDB Switch whose name matches the node description, host ends to the CMDB's HCA port
+    (`HcaPorts.find`); an HCA the CMDB learns later is linked when its node's agent report arrives
+    (`ib_links_resolve_node`)."""
     records = parse_ibnetdiscover_ports(text)
     switches = {device_key(s.name): s for s in Switch.objects.all().only("id", "name")}
+    hcas = HcaPorts.load()
     with transaction.atomic():
         run = PollRun.objects.create(kind="ibnetdiscover")
         rows = []
@@ -122,12 +164,14 @@ def ibnetdiscover_apply(text: str) -> PollRun:
             if rec.local.node_type != "SW" or rec.peer is None:
                 continue
             switch = switches.get(device_key(rec.local.description))
+            hca = hcas.find(rec.peer.guid, rec.peer.port) if rec.peer.node_type == "CA" else None
             rows.append(ObservedLink(
                 source=ObservationSource.IBNETDISCOVER, switch=switch,
                 local_device=switch.name if switch else rec.local.description, local_port=str(rec.local.port),
                 remote_chassis_id=rec.peer.guid, remote_port=str(rec.peer.port), remote_system=rec.peer.host,
                 remote_port_description=rec.peer.description, remote_port_guid=rec.peer.guid,
                 local_lid=rec.local.lid, remote_lid=rec.peer.lid, poll_run=run,
+                nic_port_id=hca[0] if hca else None, node_id=hca[1] if hca else None,
             ))
         ObservedLink.objects.filter(source=ObservationSource.IBNETDISCOVER).delete()
         ObservedLink.objects.bulk_create(rows, ignore_conflicts=True)
@@ -137,3 +181,30 @@ def ibnetdiscover_apply(text: str) -> PollRun:
         run.neighbors_seen = len(rows)
         run.save()
     return run
+
+
+def ib_links_resolve_node(node: Node, ports: Iterable[NicPort]) -> int:
+    """Point the ibnetdiscover observations of `node`'s HCA ports at those ports, by the GUIDs the CMDB holds
+    now, and unlink observations whose GUID the node no longer has (a replaced HCA). Returns how many changed.
+
+    Called for every applied agent report (the agent is where HCA GUIDs come from, often after the sweep that
+    saw the cable), inside the caller's transaction: one read, at most one write.
+    """
+    ports = list(ports)
+    hcas = HcaPorts((p.pk, node.pk, p.name, p.guid, p.nic.node_guid) for p in ports)
+    guids = set(hcas.by_port_guid) | {g for g, _ in hcas.by_node_guid}
+    rows = ObservedLink.objects.filter(source=ObservationSource.IBNETDISCOVER).filter(
+        Q(remote_port_guid__in=guids) | Q(node=node)).only("id", "remote_port_guid", "remote_port", "nic_port",
+                                                            "node")
+    changed = []
+    for row in rows:
+        hca = hcas.find(row.remote_port_guid, row.remote_port)
+        if hca is None and row.node_id != node.pk:
+            continue
+        port_id, node_id = hca if hca else (None, None)
+        if (row.nic_port_id, row.node_id) != (port_id, node_id):
+            row.nic_port_id, row.node_id = port_id, node_id
+            changed.append(row)
+    if changed:
+        ObservedLink.objects.bulk_update(changed, ["nic_port", "node"])
+    return len(changed)

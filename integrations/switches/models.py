@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from cmdb.models import Switch, SwitchPort
+from cmdb.models import NicPort, Node, Switch, SwitchPort
 
 
 class PollStatus(models.TextChoices):
@@ -48,14 +48,21 @@ class PollRun(models.Model):
 class ObservationSource(models.TextChoices):
     LLDP = "lldp", "LLDP"
     IBNETDISCOVER = "ibnetdiscover", "ibnetdiscover"
+    HOST_LLDP = "host_lldp", "Host LLDP"
 
 
 class ObservedLink(models.Model):
-    """A cable as a switch sees it: our port -> the neighbour's identity.
+    """A cable as one of its ends sees it: the observer's port -> the neighbour's identity.
 
-    For LLDP, remote_chassis_id is the neighbour's chassis id (a MAC, formatted aa:bb:..) and remote_port its
-    port id. For InfiniBand, local_device/remote_chassis_id are node GUIDs, ports are port numbers and
-    remote_port_guid / the LIDs are filled. A poll replaces the rows of its switch (or fabric sweep).
+    Switch views (LLDP by SNMP or CLI, ibnetdiscover): `switch`/`local_*` are the switch port, remote_chassis_id
+    the neighbour's chassis id (a MAC, formatted aa:bb:..) and remote_port its port id. For InfiniBand, ports
+    are port numbers and remote_port_guid / the LIDs are filled; `nic_port` is the HCA port whose GUID it is. A
+    poll replaces the rows of its switch (or fabric sweep).
+
+    Host view (`host_lldp`, from the node agent's lldpctl): `node`/`nic_port` and `local_*` are the host
+    interface, `remote_*` the switch as it announces itself, and `switch`/`switch_port` what that resolves to in
+    the CMDB (empty when it resolves to nothing: an unknown neighbour). Each applied agent report replaces its
+    node's rows.
     """
 
     source = models.CharField(max_length=16, choices=ObservationSource.choices, default=ObservationSource.LLDP)
@@ -73,6 +80,10 @@ class ObservedLink(models.Model):
     local_lid = models.PositiveIntegerField(null=True, blank=True)
     remote_lid = models.PositiveIntegerField(null=True, blank=True)
     poll_run = models.ForeignKey(PollRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="links")
+    node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.CASCADE, related_name="observed_links",
+                             help_text="Host end: the observing node (host LLDP) or the node of nic_port.")
+    nic_port = models.ForeignKey(NicPort, null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="observed_links", help_text="Host end, resolved in the CMDB.")
     first_seen_at = models.DateTimeField(auto_now_add=True)
     last_seen_at = models.DateTimeField(auto_now=True)
 
@@ -84,7 +95,7 @@ class ObservedLink(models.Model):
                 name="observedlink_unique_observation",
             )
         ]
-        indexes = [models.Index(fields=["switch", "source"])]
+        indexes = [models.Index(fields=["switch", "source"]), models.Index(fields=["node", "source"])]
 
     def __str__(self) -> str:
         remote = self.remote_system or self.remote_chassis_id

@@ -10,8 +10,10 @@ from celery import shared_task
 
 from cmdb.models import Switch
 from gpuops.context import ChangeSource, change_context
+from gpuops.tasks import BaseTask
 from integrations.exceptions import TransientError
 
+from .host_lldp import HostNeighbor, node_report_apply
 from .services import switch_poll, switches_poll_all
 
 
@@ -39,3 +41,14 @@ def poll_switch(self, switch_id: int) -> int:
     switch = Switch.objects.get(pk=switch_id)
     with change_context(source=ChangeSource.INTEGRATION):
         return switch_poll(switch, task_id=self.request.id or "").pk
+
+
+@shared_task(base=BaseTask, name="integrations.switches.node_report_observe")
+def node_report_observe(node_id: int, report_id: str, neighbors: list[list[str]],
+                        lldp_complete: bool = True) -> dict[str, int]:
+    """After an agent report of the node committed (enqueued by receivers.on_report_applied): replace the node's
+    host-LLDP observations with `neighbors` ([local_port, chassis id, system, port id, port description]) and
+    re-resolve the InfiniBand observations of its HCAs. Idempotent; a task for an older report than the node's
+    last applied one leaves the host view alone (host_lldp.node_report_apply)."""
+    return node_report_apply(node_id=node_id, report_id=report_id, lldp_complete=lldp_complete,
+                             neighbors=[HostNeighbor.of(n) for n in neighbors])

@@ -91,7 +91,7 @@ def test_api_summary_and_findings(fabric, api):
     assert first == {
         "kind": "miswired", "switch": f"{LEAF}2", "port": "p3", "expected": "sh1-h100-0003:mlx5_2/1",
         "found": "sh1-h100-0003:mlx5_5/1", "swap_partner": f"{LEAF}5:p3",
-        "rail_violation": first["rail_violation"], "message": first["message"],
+        "rail_violation": first["rail_violation"], "conflict": None, "elsewhere": None, "message": first["message"],
     }
     assert "rail violation" in first["rail_violation"] and "crossed with" in first["message"]
 
