@@ -7,8 +7,12 @@ Usage: python bench/rollout_plan_bench.py [--database-url URL] [--repeat N] [--n
    a canary of 10, waves of 5 %, one node per rack at a time, an 80 % capacity floor. Best and median of N runs.
 2. The large demo fleet (`bench/seed_large.py` writes var/bench/large.sqlite3; or --database-url): the facts
    queries plus the plan, for one cluster (wh1-train, 4,096 H100 nodes) and for the whole fleet (12,500 nodes,
-   of which the Ascend and Hygon ones are refused by the compatibility matrix). Nothing is written to that
-   database: a SQLite file is copied aside first and the copy gets this app's tables.
+   of which the Ascend and Hygon ones are refused by the compatibility matrix).
+3. On the same database, a driver rollout ticket for each of those selections: opening it (the service the web
+   request calls: inputs checked, ticket and rollout saved, the prepare step queued) and its prepare step (plan,
+   waves, node runs and node locks written in one transaction), with their query counts. Each is rolled back
+   afterwards, so runs repeat on the same data.
+Nothing is written to that database: a SQLite file is copied aside first and the copy gets this app's tables.
 """
 
 from __future__ import annotations
@@ -110,6 +114,53 @@ def bench_database(url: str, repeat: int) -> None:
         print(f"  {label:<22} {len(facts):>6,} nodes: facts {statistics.median(facts_t):6.2f} s "
               f"({len(queries)} queries), plan {statistics.median(plan_t) * 1000:6.1f} ms -> {plan.node_count:,} "
               f"planned in {len(plan.waves)} waves, {len(plan.refused):,} refused")
+    bench_ticket(repeat)
+
+
+class _RollBack(Exception):
+    """Leaves the bench's transaction without keeping what it wrote."""
+
+
+def bench_ticket(repeat: int) -> None:
+    """Open a rollout ticket (what the web request does) and run its prepare step (what a worker does)."""
+    from django.db import connection, transaction
+    from django.test.utils import CaptureQueriesContext
+
+    from workflows.engine import ticket_create
+    from workflows.models import StepRun
+    from workflows.rollouts.models import NodeLock, NodeRun, Rollout
+    from workflows.runner import step_execute
+
+    inputs = {"package": "nvidia-driver 570.133.20", "canary_size": 10, "wave_percent": 5, "max_per_rack": 1,
+              "failure_budget_percent": 2}
+    print("a rollout ticket: opening it (the request) and its prepare step (a worker), each rolled back:")
+    for label, selection in (("cluster wh1-train", {"clusters": "wh1-train"}),
+                             ("whole fleet (wh1, gy1)", {"sites": "wh1 gy1"})):
+        open_t, prepare_t = [], []
+        for _ in range(repeat):
+            try:
+                with transaction.atomic():
+                    with CaptureQueriesContext(connection) as open_q:
+                        started = time.perf_counter()
+                        ticket = ticket_create(type_="driver_rollout", title=f"bench: {label}", requester=None,
+                                               inputs={**inputs, **selection})
+                        open_t.append(time.perf_counter() - started)
+                    run = StepRun.objects.get(ticket=ticket, step="prepare")
+                    with CaptureQueriesContext(connection) as prepare_q:
+                        started = time.perf_counter()
+                        step_execute(str(run.pk), worker="bench")
+                        prepare_t.append(time.perf_counter() - started)
+                    run.refresh_from_db()
+                    rollout = Rollout.objects.get(ticket=ticket)
+                    assert run.status == "succeeded", run.error
+                    runs = NodeRun.objects.filter(rollout=rollout).count()
+                    locks = NodeLock.objects.filter(owner_key=rollout.lock_key).count()
+                    raise _RollBack
+            except _RollBack:
+                pass
+        print(f"  {label:<22} open {statistics.median(open_t) * 1000:6.1f} ms ({len(open_q)} queries), "
+              f"prepare step {statistics.median(prepare_t):5.2f} s ({len(prepare_q)} queries) -> "
+              f"{runs:,} node runs, {locks:,} node locks")
 
 
 def main() -> int:

@@ -95,6 +95,27 @@ def fakes(db, eager, django_capture_on_commit_callbacks) -> Iterator[Harness]:
 
 
 @pytest.fixture
+def people(db, settings):
+    """(lead, approver): an ops lead who opens and runs rollout tickets, a change approver. Notifications go to a
+    fake notifier."""
+    from integrations.notifiers import registry as notifier_registry
+    from integrations.notifiers.fake import FakeNotifier
+    from tests.factories.cmdb import UserFactory
+    from workflows.permissions import group_permissions_set
+    from workflows.services.bootstrap import groups_bootstrap
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    groups = groups_bootstrap()
+    group_permissions_set(groups["change-approvers"], ["rollout_approve"])
+    lead = UserFactory(username="lead")
+    lead.groups.add(groups["ops-leads"])
+    approver = UserFactory(username="approver")
+    approver.groups.add(groups["change-approvers"])
+    with notifier_registry.override(FakeNotifier()):
+        yield lead, approver
+
+
+@pytest.fixture
 def demo_fleet(db):
     """The small demo fleet (48 nodes, three clusters, driver packages and baselines)."""
     from cmdb.services.demo import demo_load

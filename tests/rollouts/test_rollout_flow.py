@@ -13,6 +13,7 @@ from workflows.rollouts.options import RolloutOptions
 from workflows.rollouts.selectors import NodeSelector
 from workflows.rollouts.services import (
     rollout_create,
+    rollout_prepare,
     rollout_resume,
     rollout_rollback_all,
     rollout_start,
@@ -37,8 +38,10 @@ def _versions(hostnames) -> dict[str, str]:
                 .values_list("node__hostname", "version"))
 
 
-def _create(selector: NodeSelector, **options) -> Rollout:
-    return rollout_create(package=_package(), selector=selector, options=_options(**options))
+def _create(selector: NodeSelector, *, package: m.DriverPackage | None = None, **options) -> Rollout:
+    """Create and prepare (what the task published on commit does on a worker)."""
+    rollout = rollout_create(package=package or _package(), selector=selector, options=_options(**options))
+    return rollout_prepare(rollout=rollout)
 
 
 def test_rollout_canary_then_waves_failure_pauses_resume_completes_and_roll_back_all(demo_fleet, fakes):
@@ -122,8 +125,7 @@ def test_node_locked_by_another_change_is_refused(demo_fleet, fakes):
 
 
 def test_already_current_nodes_are_skipped_not_refused(demo_fleet, fakes):
-    rollout = rollout_create(package=_package(BASELINE), selector=NodeSelector(hostnames=("sh1-h100-0002",)),
-                             options=_options())
+    rollout = _create(NodeSelector(hostnames=("sh1-h100-0002",)), package=_package(BASELINE))
     assert rollout.plan["refused"] == []
     assert [s["code"] for s in rollout.plan["skipped"]] == ["already_current"]
     assert rollout.plan["node_count"] == 0

@@ -11,7 +11,7 @@ from workflows.rollouts.models import NodeRun
 from workflows.rollouts.options import RolloutOptions
 from workflows.rollouts.progress import rollout_progress
 from workflows.rollouts.selectors import NodeSelector
-from workflows.rollouts.services import rollout_create, rollout_start
+from workflows.rollouts.services import rollout_create, rollout_prepare, rollout_start
 
 
 @pytest.fixture
@@ -20,6 +20,7 @@ def rollout(demo_fleet, fakes):
     r = rollout_create(package=package, selector=NodeSelector(clusters=("sh1-train",)),
                        options=RolloutOptions.from_dict({"canary_size": 1, "wave_size": 4, "failure_budget": 0,
                                                          "verify_timeout_minutes": 0}))
+    r = rollout_prepare(rollout=r)
     first_wave_node = NodeRun.objects.filter(rollout=r, wave__index=1).order_by("position").first()
     fakes.executor.fail(host=first_wave_node.hostname, contains="570.133.20", stderr="E: dkms build failed")
     fakes.run(rollout_start, rollout=r)

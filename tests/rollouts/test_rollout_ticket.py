@@ -5,32 +5,10 @@ from __future__ import annotations
 import pytest
 
 from cmdb import models as m
-from integrations.notifiers import registry as notifier_registry
-from integrations.notifiers.fake import FakeNotifier
-from tests.factories.cmdb import UserFactory
 from workflows.engine import GuardError, approval_record, ticket_create, transition_apply
 from workflows.models import Ticket
-from workflows.permissions import group_permissions_set
 from workflows.registry import workflow, workflow_problems
 from workflows.rollouts.models import NodeLock, NodeRun, Rollout
-from workflows.services.bootstrap import groups_bootstrap
-
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def people(db):
-    groups = groups_bootstrap()
-    group_permissions_set(groups["change-approvers"], ["rollout_approve"])
-    lead = UserFactory(username="lead")
-    lead.groups.add(groups["ops-leads"])
-    approver = UserFactory(username="approver")
-    approver.groups.add(groups["change-approvers"])
-    with notifier_registry.override(FakeNotifier()):
-        yield lead, approver
 
 
 def _fresh(ticket: Ticket) -> Ticket:
@@ -45,8 +23,9 @@ def _take(fakes, ticket, name, user, **data) -> Ticket:
 def _open(fakes, lead, **inputs) -> Ticket:
     base = {"package": "nvidia-driver 570.133.20", "clusters": "sh1-train", "canary_size": 1, "wave_size": 4,
             "failure_budget": 0}
-    return fakes.run(ticket_create, type_="driver_rollout", title="nvidia-driver 570 on sh1-train",
-                     requester=lead, inputs={**base, **inputs})
+    # The prepare step runs in the on-commit callbacks fakes.run executes: the ticket comes back a draft.
+    return _fresh(fakes.run(ticket_create, type_="driver_rollout", title="nvidia-driver 570 on sh1-train",
+                            requester=lead, inputs={**base, **inputs}))
 
 
 def test_declaration_is_sound():

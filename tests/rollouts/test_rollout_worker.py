@@ -1,6 +1,7 @@
-"""Services tier: a small rollout runs through a real Celery worker on the configured broker (Redis) and
-PostgreSQL. The worker runs with the app's defaults: the dry-run executor and the no-op scheduler, so the whole
-pipeline (publish on commit, claims, step chain, waves, lock release) is real and nothing touches a host."""
+"""Services tier: a small rollout is prepared and runs through a real Celery worker on the configured broker
+(Redis) and PostgreSQL. The worker runs with the app's defaults: the dry-run executor and the no-op scheduler, so
+the whole pipeline (prepare task, publish on commit, claims, step chain, waves, lock release) is real and nothing
+touches a host."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ def test_small_rollout_through_a_real_worker(celery_worker_process, settings):
     package = m.DriverPackage.objects.get(component="nvidia-driver", version="570.133.20")
     rollout = rollout_create(package=package, selector=NodeSelector(hostnames=HOSTS),
                              options=RolloutOptions.from_dict({"canary_size": 1, "wave_size": 2}))
+    # Autocommit: the prepare task is published at once, and the worker writes the plan.
+    assert wait_until(lambda: Rollout.objects.get(pk=rollout.pk).status == RolloutStatus.PLANNED, timeout=60)
+    rollout.refresh_from_db()
     assert rollout.plan["wave_sizes"] == [1, 2]
     rollout_start(rollout=rollout)  # autocommit: the advance task is published at once
 

@@ -1,11 +1,15 @@
 """Driver rollout: a change ticket that installs a driver package on many nodes in waves with health gates.
 
-Opening the ticket plans the rollout (workflows.rollouts.services.rollout_create): the canary and the waves,
-the nodes refused with their reasons, the per-cluster and per-rack limits; the plan's nodes are locked. The
-approver sees the plan (and the planned version change of every node) before anything moves.
+Opening the ticket checks the inputs and saves the rollout (workflows.rollouts.services.rollout_create); the
+`prepare` step then plans it and writes the plan in one transaction: the canary and the waves, one node run per
+node, the nodes refused with their reasons, the per-cluster and per-rack limits, the locks on the plan's nodes.
+That write grows with the fleet, so it runs on a worker, not in the request that opens the ticket; until it is
+done the ticket is `preparing` and cannot be submitted. The approver sees the plan (and the planned version
+change of every node) before anything moves.
 
+    preparing [prepare: plan and write it] --prepared--> draft
     draft --submit--> awaiting_approval --N approvals--> running [run: start, then watch]
-    draft|rejected --replan--> draft [replan: plan again from current data]
+    draft|rejected --replan--> preparing [replan: plan again from current data] --prepared--> draft
     awaiting_approval --one rejection--> rejected --revise--> draft
     running --pause--> paused [pause];  running|rolling_back --auto_paused (budget / floor)--> paused
     paused --resume--> running [run: resume, then watch]
@@ -13,7 +17,7 @@ approver sees the plan (and the planned version change of every node) before any
     running|paused --abort--> aborting [abort, then watch] --aborted--> aborted --close--> closed
     paused|completed|aborted --rollback_all--> rolling_back [roll back all, then watch] --rolled_back--> rolled_back
     running --rolling_back_resumed--> rolling_back (a paused roll-back-all was resumed)
-    draft|awaiting_approval|rejected --cancel--> cancelled [cancel: the plan's locks are released]
+    preparing|draft|awaiting_approval|rejected --cancel--> cancelled [cancel: the plan's locks are released]
 
 The nodes' work runs in the rollouts app (its own Celery tasks per node step); this module is the thin glue:
 each step calls one rollouts service through `ctx.effect`, then *watches* the rollout, waking on the event the
@@ -38,6 +42,7 @@ from ..steps import Done, StepContext, StepOutcome, WaitForEvent
 
 
 class RolloutState(models.TextChoices):
+    PREPARING = "preparing", "Preparing the plan"
     DRAFT = "draft", "Draft (plan ready)"
     AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
     REJECTED = "rejected", "Rejected"
@@ -78,11 +83,17 @@ def _rollout(ticket: Ticket) -> Any:
 
 
 def _on_create(ticket: Ticket, values: Mapping[str, Any]) -> None:
-    """Plan the rollout and lock its nodes; write the change and rollback plans the approver reads."""
+    """Check the inputs, save the rollout (status preparing) and queue the `prepare` step that writes its plan.
+
+    Runs in the request that opens the ticket, so it costs a fixed number of queries whatever the selection:
+    nothing here is proportional to the node count (the plan, node runs and node locks are the step's).
+    """
     from workflows.rollouts.api import package_lookup
     from workflows.rollouts.options import RolloutOptions
     from workflows.rollouts.selectors import NodeSelector
     from workflows.rollouts.services import RolloutError, rollout_create
+
+    from ..engine import run_start
 
     try:
         package = package_lookup(values.get("package") or "")
@@ -96,13 +107,6 @@ def _on_create(ticket: Ticket, values: Mapping[str, Any]) -> None:
     except (ValueError, RolloutError) as exc:
         raise GuardError(str(exc)) from exc
     ticket.data["rollout_id"] = rollout.pk
-    plan = rollout.plan
-    change_plan = ticket.change_plan or (
-        f"Install {package} on {plan['node_count']} node(s) selected by {selector.describe()}, "
-        f"in {len(plan['wave_sizes'])} waves ({options.describe()}). Per node: drain, install, "
-        f"{'reboot, ' if package.requires_reboot else ''}verify from a fresh agent report (target version, the "
-        f"same cards, all healthy), resume. {len(plan['refused'])} node(s) refused at planning, "
-        f"{len(plan['skipped'])} already current.")
     rollback_plan = ticket.rollback_plan or (
         "A node that fails is rolled back to its previous version at once, left drained and flagged. Failures "
         "over a wave's budget pause the rollout. 'Roll back all' reverts every completed node, newest first, "
@@ -114,11 +118,29 @@ def _on_create(ticket: Ticket, values: Mapping[str, Any]) -> None:
         cluster = Cluster.objects.filter(name=selector.clusters[0]).first()
         if cluster is not None:
             scope = {"cluster_id": cluster.pk, "site_id": cluster.site_id}
-    # The engine saves only `data` after on_create; the plans and the scope are written here.
-    Ticket.objects.filter(pk=ticket.pk).update(change_plan=change_plan, rollback_plan=rollback_plan, **scope)
-    ticket.change_plan, ticket.rollback_plan = change_plan, rollback_plan
+    # The engine saves only `data` after on_create; the rollback plan and the scope are written here, the change
+    # plan (it quotes the plan's numbers) by the prepare step.
+    Ticket.objects.filter(pk=ticket.pk).update(rollback_plan=rollback_plan, **scope)
+    ticket.rollback_plan = rollback_plan
     for name, value in scope.items():
         setattr(ticket, name, value)
+    run_start(ticket=ticket, wf=WORKFLOW, step_name="prepare", actor=ticket.requester, log=None)
+
+
+def _change_plan_fill(ticket: Ticket, rollout: Any) -> None:
+    """Write the change plan the approver reads from the written plan, unless the requester wrote their own."""
+    from workflows.rollouts.options import RolloutOptions
+    from workflows.rollouts.selectors import NodeSelector
+
+    plan, package = rollout.plan, rollout.package
+    text = (
+        f"Install {package} on {plan['node_count']} node(s) selected by "
+        f"{NodeSelector.from_dict(rollout.selector).describe()}, in {len(plan['wave_sizes'])} waves "
+        f"({RolloutOptions.from_dict(rollout.options).describe()}). Per node: drain, install, "
+        f"{'reboot, ' if package.requires_reboot else ''}verify from a fresh agent report (target version, the "
+        f"same cards, all healthy), resume. {len(plan['refused'])} node(s) refused at planning, "
+        f"{len(plan['skipped'])} already current.")
+    Ticket.objects.filter(pk=ticket.pk, change_plan="").update(change_plan=text)
 
 
 PREVIEW_LIMIT = 500
@@ -145,6 +167,8 @@ def _plan_preview(ticket: Ticket) -> list[PlannedChange]:
 
 def plan_changes_nodes(ticket: Ticket, values: Mapping[str, Any]) -> list[str]:
     rollout = _rollout(ticket)
+    if rollout.status == "preparing":
+        return ["The plan is still being prepared; submit it once it is written."]
     if rollout.status != "planned":
         return [f"The rollout is {rollout.get_status_display().lower()}, not a plan."]
     if not rollout.plan.get("node_count"):
@@ -196,6 +220,28 @@ def _service(ctx: StepContext, name: str, fn_name: str, **kwargs: Any) -> None:
     ctx.effect(name, call)
 
 
+def _plan_summary(rollout: Any) -> str:
+    plan = rollout.plan
+    return (f"{plan.get('node_count', 0)} node(s) planned in {len(plan.get('wave_sizes', []))} wave(s), "
+            f"{len(plan.get('refused', []))} refused, {len(plan.get('skipped', []))} already current")
+
+
+@step("prepare", label="Prepare the plan", time_limit_s=600)
+def prepare(ctx: StepContext) -> StepOutcome:
+    """Plan the rollout from current data and write the plan (waves, a run and a lock per node) and the change
+    plan, all in one transaction; a retry never writes twice. Then the ticket is a draft the requester submits."""
+    from workflows.rollouts.services import rollout_prepare
+
+    def call() -> dict[str, Any]:
+        rollout = rollout_prepare(rollout=_rollout(ctx.ticket))
+        if rollout.status == "planned":  # not when cancelled meanwhile
+            _change_plan_fill(ctx.ticket, rollout)
+        return {"status": rollout.status}
+
+    ctx.effect("prepare", call)
+    return Done(transition="prepared", message=_plan_summary(_rollout(ctx.ticket)))
+
+
 @step("run", label="Run the rollout", time_limit_s=120)
 def run(ctx: StepContext) -> StepOutcome:
     """Start the approved plan (or resume the paused rollout), then watch it."""
@@ -236,9 +282,7 @@ def rollback_all(ctx: StepContext) -> StepOutcome:
 def replan(ctx: StepContext) -> StepOutcome:
     """Rebuild the plan from current data (nodes, locks, capacity); the new plan is what approvers will see."""
     _service(ctx, "replan", "rollout_replan")
-    rollout = _rollout(ctx.ticket)
-    return Done(message=f"{rollout.plan.get('node_count', 0)} node(s) planned, "
-                        f"{len(rollout.plan.get('refused', []))} refused")
+    return Done(transition="prepared", message=_plan_summary(_rollout(ctx.ticket)))
 
 
 @step("cancel", label="Release the plan", time_limit_s=60)
@@ -251,13 +295,14 @@ def cancel(ctx: StepContext) -> StepOutcome:
 # --- the graph ----------------------------------------------------------------------------------------------------
 
 NOTE = Field("note", "Note", kind="textarea", required=False, store=False)
-ANY_PLAN = frozenset({S.DRAFT, S.AWAITING_APPROVAL, S.REJECTED})
+ANY_PLAN = frozenset({S.PREPARING, S.DRAFT, S.AWAITING_APPROVAL, S.REJECTED})
 
 TRANSITIONS = (
+    Transition("prepared", "Plan ready", frozenset({S.PREPARING}), S.DRAFT, None),
     Transition("submit", "Submit for approval", frozenset({S.DRAFT}), S.AWAITING_APPROVAL, "rollout_submit",
                guards=(plan_changes_nodes,), allow_requester=True, fields=(NOTE,)),
-    Transition("replan", "Plan again", frozenset({S.DRAFT, S.REJECTED}), S.DRAFT, "rollout_submit", step="replan",
-               allow_requester=True, style="secondary"),
+    Transition("replan", "Plan again", frozenset({S.DRAFT, S.REJECTED}), S.PREPARING, "rollout_submit",
+               step="replan", allow_requester=True, style="secondary"),
     Transition("approve", "Approved", frozenset({S.AWAITING_APPROVAL}), S.RUNNING, None, step="run"),
     Transition("reject", "Rejected", frozenset({S.AWAITING_APPROVAL}), S.REJECTED, None),
     Transition("revise", "Revise", frozenset({S.REJECTED}), S.DRAFT, "rollout_submit", allow_requester=True,
@@ -325,10 +370,10 @@ WORKFLOW = Workflow(
     label="Driver rollout",
     prefix="ROL",
     states=RolloutState,
-    initial=S.DRAFT,
+    initial=S.PREPARING,
     terminal=TERMINAL,
     transitions=TRANSITIONS,
-    steps=(run, watch, pause, abort, rollback_all, replan, cancel),
+    steps=(prepare, run, watch, pause, abort, rollback_all, replan, cancel),
     approval=ApprovalRule(state=S.AWAITING_APPROVAL, required=_approvals_required, permission="rollout_approve",
                           approve_transition="approve", reject_transition="reject"),
     is_change=True,

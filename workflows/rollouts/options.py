@@ -63,8 +63,13 @@ class RolloutOptions:
                    verify_timeout_minutes=_float_or_none(data.get("verify_timeout_minutes")))
 
     def as_dict(self) -> dict[str, Any]:
+        """JSON for the Rollout row; `from_dict` of it gives these options back (the plan is written from it on a
+        worker, and "roll back all" reads it again)."""
         plan = asdict(self.plan)
         plan["eligible_statuses"] = sorted(self.plan.eligible_statuses)
+        # No limit is stored as 0, as a form sends it: from_dict reads None as "the default" (1 per rack).
+        for name in ("max_per_cluster", "max_per_rack"):
+            plan[name] = plan[name] or 0
         return {**plan, "pause_after_canary": self.pause_after_canary,
                 "drain_timeout_minutes": self.drain_timeout_minutes,
                 "verify_timeout_minutes": self.verify_timeout_minutes}

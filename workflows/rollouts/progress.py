@@ -26,6 +26,8 @@ from .models import (
 FAILURES_SHOWN = 50
 LOG_LINES_PER_FAILURE = 40
 ACTIVE_STATUSES = (RolloutStatus.RUNNING, RolloutStatus.ABORTING, RolloutStatus.ROLLING_BACK)
+PREPARING_MESSAGE = ("Preparing the plan: a worker is writing the waves, node runs and node locks. Approval and "
+                     "start wait until it is written.")
 
 
 def _iso(value: dt.datetime | None) -> str | None:
@@ -126,6 +128,9 @@ def rollout_progress(rollout: Rollout, *, all_nodes: bool = False, now: dt.datet
         "component": rollout.component, "target_version": rollout.target_version,
         "status": rollout.status, "status_label": rollout.get_status_display(),
         "paused_reason": rollout.paused_reason, "is_active": rollout.status in ACTIVE_STATUSES,
+        # No waves or node runs exist until the plan is written: say so rather than show an empty plan.
+        "is_preparing": rollout.status == RolloutStatus.PREPARING,
+        "message": PREPARING_MESSAGE if rollout.status == RolloutStatus.PREPARING else "",
         "started_at": _iso(rollout.started_at), "finished_at": _iso(rollout.finished_at),
         "totals": {"nodes": total, "done": done, "percent": round(100 * done / total) if total else 100,
                    **{s: totals.get(s, 0) for s in NodeRunState.values}},

@@ -152,9 +152,10 @@ def node_facts(nodes: QuerySet[Node], package: DriverPackage, *, own_lock_key: s
                                   "server_model__accelerator_model_id"))
     selection = nodes.values("pk")
     card_models: dict[int, set[int]] = defaultdict(set)
+    # order_by(): the model's default ordering would add its column to the DISTINCT (one row per card, not per model).
     for node_id, model_id in (Accelerator.objects.filter(node_id__in=selection,
                                                          lifecycle=AcceleratorLifecycle.INSTALLED)
-                              .values_list("node_id", "model_id").distinct()):
+                              .values_list("node_id", "model_id").order_by().distinct()):
         card_models[node_id].add(model_id)
     versions = dict(InstalledSoftware.objects.filter(node_id__in=selection, component=package.component)
                     .values_list("node_id", "version"))

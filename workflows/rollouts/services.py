@@ -1,22 +1,27 @@
-"""Driver rollout services: plan, start, advance, pause, resume, abort, roll back all, cancel.
+"""Driver rollout services: create, prepare, start, advance, pause, resume, abort, roll back all, cancel.
 
 Each public function is a transaction boundary that locks the Rollout row, checks the status it acts on,
 writes, and registers what must follow (publishing node steps, advancing the rollout, waking the ticket's
 watcher step) with `transaction.on_commit`. The state machine of a rollout:
 
+    preparing --prepare (waves, node runs, node locks written)--> planned
     planned --start--> running --wave done--> running (next wave) ... --last wave done--> completed
     running --failures over the wave's budget / floor would break--> paused (automatically, with the reason)
     running --pause--> paused --resume--> running
     running|paused --abort--> aborting (nodes in flight finish) --> aborted
     paused|completed|aborted --roll back all--> rolling_back --> rolled_back
-    planned --cancel--> cancelled
+    preparing|planned --cancel--> cancelled
 
-Node locks are taken when the plan is written and released when the rollout completes, is aborted, rolled back
-or cancelled. Node-level work (drain, install, ...) is workflows.rollouts.runner's.
+Creating a rollout (in the web request that opens its ticket) saves its inputs only, in a fixed number of
+queries; everything proportional to the node count (node runs, node locks) is written by `rollout_prepare`, in
+one transaction, in a Celery task or the ticket's `prepare` step. Node locks are taken when the plan is written
+and released when the rollout completes, is aborted, rolled back or cancelled. Node-level work (drain, install,
+...) is workflows.rollouts.runner's.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 from collections.abc import Sequence
 from typing import Any
@@ -46,6 +51,10 @@ from .models import (
 from .options import RolloutOptions
 from .planning import NodeFacts, Plan, Refusal, RefusalCode, plan_build, revert_waves
 from .selectors import NodeSelector, cluster_facts, node_facts, nodes_select, package_facts
+
+# Rows per INSERT of fleet-sized bulk writes: a bounded statement on PostgreSQL (Django lowers it further on SQLite,
+# to its limit of bound variables).
+BULK_BATCH_SIZE = 2000
 
 
 class RolloutError(Exception):
@@ -127,25 +136,67 @@ def _check_inputs(package: DriverPackage, selector: NodeSelector, options: Rollo
 @transaction.atomic
 def rollout_create(*, package: DriverPackage, selector: NodeSelector, options: RolloutOptions,
                    actor: AbstractBaseUser | None = None, ticket: Any = None) -> Rollout:
-    """Plan a rollout of `package` over the selected nodes and save it (status planned), locking its nodes.
+    """Save a rollout of `package` over the selected nodes with its inputs checked, status preparing.
 
+    A fixed number of queries whatever the selection (it runs in the web request that opens the ticket); the
+    plan and its rows are written by `rollout_prepare`: for a rollout with a ticket, by the ticket's `prepare`
+    step (workflows/definitions/rollout.py), where a failure shows and can be retried; without a ticket, by the
+    task `workflows.rollouts.prepare`, published on commit.
     Raises RolloutError for unusable inputs (unknown cluster, no install or rollback command, bad options).
-    A plan with no node to change is saved too: the approver sees why every node was refused.
     """
     _check_inputs(package, selector, options)
     rollout = Rollout.objects.create(
         ticket=ticket, package=package, component=package.component, target_version=package.version,
-        selector=selector.as_dict(), options=options.as_dict(),
+        selector=selector.as_dict(), options=options.as_dict(), status=RolloutStatus.PREPARING,
         correlation_id=getattr(ticket, "correlation_id", "") or new_correlation_id(),
         created_by=actor if getattr(actor, "is_authenticated", False) else None)
-    _plan_write(rollout, selector, options)
+    if ticket is None:
+        _prepare_on_commit(rollout.pk)
     return rollout
+
+
+def _prepare_on_commit(rollout_id: int) -> None:
+    from .tasks import rollout_prepare_task
+
+    transaction.on_commit(functools.partial(rollout_prepare_task.apply_async, args=[rollout_id]))
+
+
+@transaction.atomic
+def rollout_prepare(*, rollout: Rollout | int) -> Rollout:
+    """Plan a preparing rollout from current data and write the plan: its waves, one node run per planned node,
+    the node locks and the plan summary; status planned.
+
+    One transaction, so all of it or none. Idempotent: a rollout no longer preparing (prepared by an earlier
+    attempt, or cancelled meanwhile) is returned unchanged, so a retried task or step never writes a row twice.
+    A plan with no node to change is written too: the approver sees why every node was refused.
+    """
+    locked = _lock(rollout)
+    if locked.status != RolloutStatus.PREPARING:
+        return locked
+    _plan_write(locked, NodeSelector.from_dict(locked.selector), RolloutOptions.from_dict(locked.options))
+    _status_set(locked, RolloutStatus.PLANNED)
+    return locked
+
+
+def rollouts_prepare_stalled(*, older_than_s: float = 300.0) -> int:
+    """Beat safety net: publish the prepare task again for rollouts without a ticket still preparing after
+    `older_than_s` (the first message was lost). Ticket-owned rollouts are prepared by a ticket step, which the
+    workflows app's reaper looks after. Returns how many were published."""
+    since = timezone.now() - dt.timedelta(seconds=older_than_s)
+    ids = list(Rollout.objects.filter(status=RolloutStatus.PREPARING, ticket__isnull=True, created_at__lt=since)
+               .values_list("pk", flat=True))
+    for pk in ids:
+        with transaction.atomic():
+            _prepare_on_commit(pk)
+    return len(ids)
 
 
 @transaction.atomic
 def rollout_replan(*, rollout: Rollout) -> Rollout:
     """Plan again from current data (a planned rollout waiting for approval while the fleet moved on)."""
     locked = _lock(rollout)
+    if locked.status == RolloutStatus.PREPARING:
+        raise RolloutError(f"{locked.label} is still preparing its plan; plan again once it is written.")
     if locked.status != RolloutStatus.PLANNED:
         raise RolloutError(f"{locked.label} is {locked.get_status_display().lower()}; only a plan can be redone.")
     locked.waves.all().delete()  # cascades to node runs
@@ -155,6 +206,8 @@ def rollout_replan(*, rollout: Rollout) -> Rollout:
 
 
 def _plan_write(rollout: Rollout, selector: NodeSelector, options: RolloutOptions) -> None:
+    """Plan from current data and write it: node locks, waves, node runs (bulk, batched), the plan summary.
+    Proportional to the node count, so only on a worker (prepare, replan), inside the caller's transaction."""
     package = rollout.package
     facts, clusters = node_facts(nodes_select(selector), package, own_lock_key=rollout.lock_key,
                                  own_ticket_id=rollout.ticket_id)
@@ -176,7 +229,8 @@ def _plan_write(rollout: Rollout, selector: NodeSelector, options: RolloutOption
     NodeRun.objects.bulk_create([
         NodeRun(rollout=rollout, wave=row, node_id=n, hostname=by_id[n].hostname, position=pos,
                 previous_version=by_id[n].installed_version or "", target_version=package.version)
-        for row, (_w, ids) in zip(wave_rows, waves, strict=True) for pos, n in enumerate(ids)], batch_size=2000)
+        for row, (_w, ids) in zip(wave_rows, waves, strict=True) for pos, n in enumerate(ids)],
+        batch_size=BULK_BATCH_SIZE)
     names = {c.id: c.name for c in clusters}
     rollout.plan = {
         "node_count": sum(len(ids) for _w, ids in waves),
@@ -199,6 +253,8 @@ def _plan_write(rollout: Rollout, selector: NodeSelector, options: RolloutOption
 def rollout_start(*, rollout: Rollout) -> Rollout:
     """Start a planned rollout: its first wave (the canary) begins on commit."""
     locked = _lock(rollout)
+    if locked.status == RolloutStatus.PREPARING:
+        raise RolloutError(f"{locked.label} is still preparing its plan; it can start once the plan is written.")
     if locked.status != RolloutStatus.PLANNED:
         raise RolloutError(f"{locked.label} is {locked.get_status_display().lower()}, not planned.")
     locked.started_at = timezone.now()
@@ -251,9 +307,10 @@ def rollout_abort(*, rollout: Rollout, reason: str = "aborted by an operator") -
 
 @transaction.atomic
 def rollout_cancel(*, rollout: Rollout) -> Rollout:
-    """Withdraw a plan that never started (rejected or cancelled ticket): release its locks."""
+    """Withdraw a plan that never started (rejected or cancelled ticket): release its locks. A rollout still
+    preparing is cancelled as it is (it holds nothing yet; its pending preparation then finds it cancelled)."""
     locked = _lock(rollout)
-    if locked.status != RolloutStatus.PLANNED:
+    if locked.status not in (RolloutStatus.PREPARING, RolloutStatus.PLANNED):
         raise RolloutError(f"{locked.label} is {locked.get_status_display().lower()}; only a plan can be cancelled.")
     locked.node_runs.update(state=NodeRunState.CANCELLED)
     locked.waves.update(status=WaveStatus.CANCELLED)
@@ -305,7 +362,7 @@ def rollout_rollback_all(*, rollout: Rollout) -> Rollout:
             NodeRun(rollout=locked, wave=wave, node_id=n, hostname=by_node[n].hostname, position=pos,
                     action=NodeRunAction.REVERT, previous_version=by_node[n].target_version,
                     target_version=by_node[n].previous_version, reverts=by_node[n])
-            for pos, n in enumerate(ids)])
+            for pos, n in enumerate(ids)], batch_size=BULK_BATCH_SIZE)
     names = {r.node_id: r.hostname for r in done}
     locked.plan = {**locked.plan, "revert_refused": [
         {"node_id": n, "hostname": names.get(n, str(n)), "reason": f"locked by another open change: {w}"}
@@ -450,10 +507,12 @@ __all__ = [
     "rollout_create",
     "rollout_pause",
     "rollout_plan_preview",
+    "rollout_prepare",
     "rollout_replan",
     "rollout_resume",
     "rollout_rollback_all",
     "rollout_start",
     "rollouts_advance_active",
+    "rollouts_prepare_stalled",
     "watch_event_key",
 ]

@@ -30,9 +30,10 @@ def _progress_response(request: HttpRequest, rollout: Rollout) -> HttpResponse:
     progress = rollout_progress(rollout)
     response = render(request, "rollouts/_progress.html", {
         "rollout": rollout, "p": progress, "poll_seconds": rollouts_setting("UI_POLL_SECONDS")})
-    # An approved rollout is still "planned" until its first step runs on a worker: keep polling through that.
+    # An approved rollout is still "planned" until its first step runs on a worker, and a new one "preparing" until
+    # a worker has written its plan: keep polling through both.
     starting = rollout.status == "planned" and rollout.ticket_id is not None and rollout.ticket.state == "running"
-    if getattr(request, "htmx", False) and not progress["is_active"] and not starting:
+    if getattr(request, "htmx", False) and not progress["is_active"] and not starting and not progress["is_preparing"]:
         response.status_code = STOP_POLLING
     return response
 

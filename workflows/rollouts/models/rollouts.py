@@ -11,6 +11,7 @@ from django.db.models import Q
 
 
 class RolloutStatus(models.TextChoices):
+    PREPARING = "preparing", "Preparing the plan"
     PLANNED = "planned", "Planned"
     RUNNING = "running", "Running"
     PAUSED = "paused", "Paused"
@@ -22,7 +23,7 @@ class RolloutStatus(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled before start"
 
 
-# Statuses in which the rollout holds its node locks.
+# Statuses in which the rollout holds its node locks (a preparing rollout has taken none yet).
 LOCKING_STATUSES = (RolloutStatus.PLANNED, RolloutStatus.RUNNING, RolloutStatus.PAUSED, RolloutStatus.ABORTING,
                     RolloutStatus.ROLLING_BACK)
 FINAL_STATUSES = (RolloutStatus.ABORTED, RolloutStatus.COMPLETED, RolloutStatus.ROLLED_BACK, RolloutStatus.CANCELLED)
@@ -31,8 +32,10 @@ FINAL_STATUSES = (RolloutStatus.ABORTED, RolloutStatus.COMPLETED, RolloutStatus.
 class Rollout(models.Model):
     """One driver rollout: a package, the nodes it was planned for, and how far it got.
 
-    Written only by `workflows.rollouts.services` (status) and the node runner (progress). `plan` keeps what the
-    approver saw: refused nodes with reasons, skipped nodes, the per-cluster limits and the options.
+    Written only by `workflows.rollouts.services` (status) and the node runner (progress). A new rollout is
+    `preparing`: its inputs are saved, its waves, node runs and node locks not yet (rollout_prepare writes them
+    outside the request that created it). `plan` keeps what the approver saw: refused nodes with reasons, skipped
+    nodes, the per-cluster limits and the options; empty while preparing.
     `correlation_id` is the ticket's when the rollout belongs to one, so every CMDB change it makes carries it.
     """
 
@@ -45,7 +48,7 @@ class Rollout(models.Model):
     selector = models.JSONField(default=dict, help_text="How nodes were selected (cluster, site, model, tags, list).")
     options = models.JSONField(default=dict, help_text="Wave sizes, limits, failure budgets, timeouts.")
     plan = models.JSONField(default=dict, help_text="Refused and skipped nodes with reasons; limits used.")
-    status = models.CharField(max_length=16, choices=RolloutStatus.choices, default=RolloutStatus.PLANNED,
+    status = models.CharField(max_length=16, choices=RolloutStatus.choices, default=RolloutStatus.PREPARING,
                               db_index=True)
     paused_reason = models.CharField(max_length=500, blank=True)
     correlation_id = models.CharField(max_length=64, db_index=True)
