@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from cmdb.models import ChangeRecord, Fabric, Link, Nic, NicPort, Node, Switch, SwitchPort
@@ -187,6 +188,10 @@ def test_switch_and_host_disagree(roce, client, django_capture_on_commit_callbac
                                "gpu-0001:ens2f0np0/1, the host reports gpu-0001:ens1f0np0/1 on this port "
                                "(expected gpu-0001:ens1f0np0/1); rail violation: node gpu-0001 HCA ens2f0np0 "
                                "(rail 1) lands on leaf su1-leaf0 (rail 0)")
+    # The fabric's cabling page says so too, next to the finding.
+    client.force_login(User.objects.create_superuser("ops", "ops@example.com", "x"))
+    page = client.get(f"/fabrics/{roce.fabric.pk}/cabling/?kind=miswired").content.decode()
+    assert "switch and host disagree: the switch sees gpu-0001:ens2f0np0/1" in page
 
 
 def test_a_failed_lldp_collector_keeps_the_last_view(roce, client, django_capture_on_commit_callbacks):
