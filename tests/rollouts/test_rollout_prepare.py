@@ -104,6 +104,7 @@ def test_preparing_is_shown_and_refuses_submit_and_start_until_the_step_wrote_th
     assert page.status_code == 200 and b"Preparing the plan" in page.content
     fragment = client.get(f"/rollouts/tickets/{ticket_id}/progress/", HTTP_HX_REQUEST="true")
     assert fragment.status_code == 200 and b"Preparing the plan" in fragment.content  # htmx keeps polling
+    assert b"Approval and start wait" in fragment.content and b"0 of 0 nodes" not in fragment.content
     # Nothing can move: submit is refused with 409 and a reason, the service refuses to start.
     refused = client.post(f"/api/workflows/tickets/{ticket_id}/transitions/submit/", {"inputs": {}},
                           content_type="application/json")

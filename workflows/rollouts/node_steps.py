@@ -15,6 +15,7 @@ from cmdb.models import Accelerator, AcceleratorLifecycle, InstalledSoftware, No
 from cmdb.services.nodes import node_uncordon, nodes_set_status
 from integrations.executors import CommandResult, ExecTarget, command_render, executor_get
 from integrations.schedulers import SchedulerNode, scheduler_for
+from inventory_agents.services.liveness import cards_last_seen
 
 from .conf import rollouts_setting
 from .models import NodeRun, NodeRunAction, NodeRunState
@@ -142,8 +143,9 @@ def verification_problems(run: NodeRun, component: str) -> list[str]:
     missing = [s for s in run.expected_serials if s not in cards or cards[s].is_missing]
     if missing:
         problems.append(f"card(s) missing: {', '.join(missing)}")
-    stale = [s for s in run.expected_serials if s in cards and (cards[s].last_seen_at is None
-                                                                or cards[s].last_seen_at <= since)]
+    seen = cards_last_seen(node, cards.values())  # an unchanged re-report confirms the cards too
+    stale = [s for s in run.expected_serials if s in cards and (seen[cards[s].pk] is None
+                                                                or seen[cards[s].pk] <= since)]
     if stale:
         problems.append(f"card(s) not seen since the install: {', '.join(stale)}")
     sick = [f"{s} ({cards[s].health})" for s in run.expected_serials if s in cards and cards[s].health != "ok"]

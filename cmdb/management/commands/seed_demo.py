@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from django.core.management.base import BaseCommand
+from django.db import connection
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from cmdb.services.demo import demo_load, demo_totals
@@ -35,5 +36,10 @@ class Command(BaseCommand):
         if result["groups_created"] == 0:
             self.stdout.write(f"Demo fleet ({scale}) already loaded; nothing to do.")
         else:
+            if connection.vendor == "postgresql":
+                # Fresh bulk-loaded tables have no planner statistics until autovacuum gets to them; without
+                # them PostgreSQL picks nested loops over 100,000 rows (a cluster's rollout facts: 6 s, not 0.07 s).
+                with connection.cursor() as cursor:
+                    cursor.execute("ANALYZE")
             self.stdout.write(self.style.SUCCESS(
                 f"Demo fleet ({scale}): {result['nodes_created']} nodes created in {elapsed:.1f} s."))
