@@ -119,6 +119,7 @@ class Source:
 
     live = False
     sys_class_net: Optional[str] = None
+    sys_class_infiniband: Optional[str] = None
 
     def output(self, name: str) -> Optional[str]:
         raise NotImplementedError
@@ -159,6 +160,8 @@ class DirSource(Source):
         self.directory = directory
         sys_net = os.path.join(directory, "sys-class-net")
         self.sys_class_net = sys_net if os.path.isdir(sys_net) else None
+        sys_ib = os.path.join(directory, "sys-class-infiniband")
+        self.sys_class_infiniband = sys_ib if os.path.isdir(sys_ib) else None
 
     def output(self, name: str) -> Optional[str]:
         path = os.path.join(self.directory, name)
@@ -227,6 +230,7 @@ class LiveSource(Source):
 
     live = True
     sys_class_net = "/sys/class/net"
+    sys_class_infiniband = "/sys/class/infiniband"
 
     def __init__(self, timeout: float = DEFAULT_TIMEOUT_S, path: Optional[str] = None) -> None:
         self.timeout = timeout

@@ -267,6 +267,7 @@ def _card(i: int, raw: dict[str, Any], orphan: dict[str, list[Signal]]) -> CardO
 
 def _nics(payload: dict[str, Any]) -> list[NicObs]:
     out: list[NicObs] = []
+    netdevs: dict[str, list[str]] = {}
     for raw in payload.get("infiniband") or []:
         ports = []
         for port in raw.get("ports") or []:
@@ -279,7 +280,10 @@ def _nics(payload: dict[str, Any]) -> list[NicObs]:
         ethernet = any(_text(p.get("link_layer")).lower() == "ethernet" for p in raw.get("ports") or []
                        if isinstance(p, dict))
         out.append(NicObs(name=_text(raw["ca"], 64), kind="roce" if ethernet else "infiniband", section="infiniband",
-                          firmware=_text(raw.get("firmware")), node_guid=_guid(raw.get("node_guid")), ports=ports))
+                          pci_bus_id=normalize_pci(raw.get("pci_bus_id")), firmware=_text(raw.get("firmware")),
+                          node_guid=_guid(raw.get("node_guid")), ports=ports))
+        netdevs[out[-1].name] = [_text(n, 64) for n in raw.get("netdevs") or [] if isinstance(n, str)]
+    rdma = list(out)
     for raw in payload.get("nics") or []:
         kind = HARDWARE_NETDEV_KINDS.get(_text(raw.get("kind"), 32).lower())
         if kind is None or raw.get("name") in (None, "", "lo"):
@@ -290,7 +294,22 @@ def _nics(payload: dict[str, Any]) -> list[NicObs]:
             ports=[PortObs(name="1", mac=_mac(raw.get("mac")), speed_mbps=speed if speed and speed > 0 else None,
                            link_state=_link_state(raw.get("state")))],
         ))
+    _roce_pair(rdma, [n for n in out if n.section == "nics"], netdevs)
     return out
+
+
+def _roce_pair(rdma: list[NicObs], netdev_nics: list[NicObs], netdevs: dict[str, list[str]]) -> None:
+    """A RoCE RDMA device (mlx5_0) and its netdev (ens1f0np0) are one port: give the RDMA port the netdev's MAC
+    (ibstat prints none), so the cabling plan, made on the RDMA device, matches LLDP seen on the netdev."""
+    by_name = {n.name: n for n in netdev_nics}
+    by_pci = {n.pci_bus_id: n for n in netdev_nics if n.pci_bus_id}
+    for nic in rdma:
+        if nic.kind != "roce" or len(nic.ports) != 1 or nic.ports[0].mac:
+            continue
+        named = [by_name[name] for name in netdevs.get(nic.name, []) if name in by_name]
+        twin = named[0] if len(named) == 1 else by_pci.get(nic.pci_bus_id) if nic.pci_bus_id else None
+        if twin is not None and twin.ports and twin.ports[0].mac:
+            nic.ports[0].mac = twin.ports[0].mac
 
 
 def _software(payload: dict[str, Any], cards: list[CardObs]) -> dict[str, str]:

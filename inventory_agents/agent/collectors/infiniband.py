@@ -13,6 +13,10 @@
                     Link layer: InfiniBand
 
 Identity on IB is the port GUID; the LID is assigned by the subnet manager and only reported.
+
+From /sys/class/infiniband/<ca>/ (or a `sys-class-infiniband/` mirror in the --from-dir folder) each CA also
+gets its PCI address and its netdevs (`device/net/`): a RoCE NIC is one PCI function seen twice, as the RDMA
+device the fabric plan names and as the netdev lldpd runs on; the server pairs them by these.
 """
 
 from __future__ import annotations
@@ -21,8 +25,8 @@ import os
 import re
 from typing import Any, Dict, List, Optional
 
-from ..runner import Source, ToolError
-from ..util import parse_float, parse_int, text_or_none
+from ..runner import Source, ToolError, sys_link_target
+from ..util import normalize_pci_bus_id, parse_float, parse_int, text_or_none
 from . import Fragment
 
 NAME = "ibstat.txt"
@@ -105,4 +109,24 @@ def collect(source: Source) -> Fragment:
     text = source.output(NAME)
     if text is None:
         return {}
-    return {"infiniband": parse_ibstat(text)}
+    cas = parse_ibstat(text)
+    root = source.sys_class_infiniband
+    if root:
+        for ca in cas:
+            ca.update(_sysfs_facts(root, ca["ca"]))
+    return {"infiniband": cas}
+
+
+def _sysfs_facts(root: str, ca: str) -> Dict[str, Any]:
+    """PCI address and netdevs of one CA; absent keys when sysfs does not say (never an error)."""
+    facts: Dict[str, Any] = {}
+    pci = normalize_pci_bus_id(sys_link_target(root, ca, "device"))
+    if pci:
+        facts["pci_bus_id"] = pci
+    try:
+        netdevs = sorted(n for n in os.listdir(os.path.join(root, ca, "device", "net")) if n)
+    except OSError:
+        netdevs = []
+    if netdevs:
+        facts["netdevs"] = netdevs
+    return facts

@@ -239,3 +239,24 @@ def test_a_roce_nic_planned_by_its_rdma_device(roce, client, django_capture_on_c
          lldp_neighbors=[neighbour("ens1f0np0", "su1-leaf0", "Ethernet1/1")])
     finding = findings(roce.fabric)[("su1-leaf0", "Ethernet1/1")]
     assert (finding.kind, str(finding.found)) == (FindingKind.OK, "gpu-0001:mlx5_0/1")
+
+
+def test_a_roce_rdma_device_gets_its_netdev_mac_from_the_agent(roce, client, django_capture_on_commit_callbacks):
+    """ibstat prints no MAC: the agent's sysfs facts (PCI address, netdevs of the CA) pair the RDMA device with its
+    netdev, so a plan on mlx5_0 matches what lldpd sees on ens1f0np0 without anyone typing a MAC in."""
+    netdev = NicPort.objects.get(nic__node=roce.node, nic__name="ens1f0np0")
+    rdma = NicPort.objects.create(nic=Nic.objects.create(node=roce.node, name="mlx5_0", kind="roce", rail=0),
+                                  name="1")
+    Link.objects.filter(a_nic_port=netdev).update(a_nic_port=rdma)
+    nics = [{"name": f"ens{r + 1}f0np0", "mac": f"b8:3f:d2:00:01:{r:02x}", "speed_mbps": 400000, "state": "up",
+             "kind": "physical", "pci_bus_id": f"0000:{0x1a + r:02x}:00.0", "mtu": 9000} for r in range(2)]
+    hca = {"ca": "mlx5_0", "node_guid": "0xb83fd20300000100", "firmware": "28.39.1002",
+           "pci_bus_id": "0000:1a:00.0", "netdevs": ["ens1f0np0"],
+           "ports": [{"port": 1, "state": "active", "phys_state": "linkup", "rate_gbps": 400,
+                      "port_guid": "0xba3fd2fffe000100", "link_layer": "ethernet", "lid": 0}]}
+    post(client, django_capture_on_commit_callbacks, roce.node, roce.token, nics=nics, infiniband=[hca],
+         lldp_neighbors=[neighbour("ens1f0np0", "su1-leaf0", "Ethernet1/1")])
+    rdma.refresh_from_db()
+    assert rdma.mac == "b8:3f:d2:00:01:00" and rdma.nic.pci_bus_id == "0000:1a:00.0"
+    finding = findings(roce.fabric)[("su1-leaf0", "Ethernet1/1")]
+    assert (finding.kind, str(finding.found)) == (FindingKind.OK, "gpu-0001:mlx5_0/1")

@@ -183,3 +183,22 @@ def test_common_sample_folder(report_validator):
     assert_valid(report_validator, report)
     assert report["collector_errors"] == []
     assert len(report["nics"]) == 8 and len(report["infiniband"]) == 3 and len(report["lldp_neighbors"]) == 2
+
+
+def test_ca_sysfs_facts_pair_a_roce_device_with_its_netdev(tmp_path, report_validator):
+    """/sys/class/infiniband/<ca>/device -> the PCI function; device/net/ -> its netdevs (a RoCE NIC's name in
+    lldpd). A CA without a sysfs entry keeps its ibstat facts only."""
+    capture = tmp_path / "node"
+    capture.mkdir()
+    (capture / "ibstat.txt").write_text((COMMON / "ibstat.txt").read_text())
+    pci = tmp_path / "devices" / "pci0000:17" / "0000:17:00.0" / "0000:1a:00.1"
+    (pci / "net" / "ens1f1np1").mkdir(parents=True)
+    ca = capture / "sys-class-infiniband" / "mlx5_bond_0"
+    ca.mkdir(parents=True)
+    (ca / "device").symlink_to(pci)
+    report, _ = build_report(DirSource(str(capture)))
+    assert_valid(report_validator, report)
+    by_name = {c["ca"]: c for c in report["infiniband"]}
+    assert (by_name["mlx5_bond_0"]["pci_bus_id"], by_name["mlx5_bond_0"]["netdevs"]) == ("0000:1a:00.1",
+                                                                                         ["ens1f1np1"])
+    assert "pci_bus_id" not in by_name["mlx5_0"] and "netdevs" not in by_name["mlx5_0"]
