@@ -9,6 +9,10 @@ PollRun per leaf, except for the faults below, so `fabric_cabling_report` has so
 - unexpected: that cable was plugged into a spare port of the same leaf (`p30`), where nothing is planned.
 
 Idempotent: re-running replaces the fabric's demo observations (LLDP rows and demo poll runs).
+
+`demo_oob_switch()` adds the one demo switch that is polled for real: an out-of-band switch whose management
+address is 127.0.0.1, so `switch_poll 127.0.0.1:<port> --community <recording>` against snmpsim serving a
+recorded device (docs/switches.md) writes its ports and LLDP neighbours into the CMDB.
 The neighbour is identified as lldpd on the node reports it: system name = host name, port id = the HCA name
 (`mlx5_2`), plus the port GUID on InfiniBand HCAs.
 """
@@ -20,7 +24,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from cmdb.models import Fabric, Link, NicPort, Switch, SwitchPort
+from cmdb.models import Fabric, Link, NicPort, Site, Switch, SwitchPort, SwitchRole, Vendor
 
 from .models import ObservationSource, ObservedLink, PollRun, PollStatus
 
@@ -92,3 +96,17 @@ def demo_observe(fabric: Fabric) -> DemoObserveResult:
     ]
     ObservedLink.objects.bulk_create(rows, batch_size=2000)
     return DemoObserveResult(switches=len(switches), observations=len(rows), faults=tuple(faults))
+
+
+DEMO_OOB_SWITCH = "sh1-oob-01"
+
+
+def demo_oob_switch() -> Switch | None:
+    """The demo's out-of-band switch at 127.0.0.1 (no fabric: its cables are not part of any cabling plan)."""
+    site = Site.objects.filter(code="sh1").first()
+    if site is None:
+        return None
+    vendor, _ = Vendor.objects.get_or_create(slug="dell", defaults={"name": "Dell"})
+    switch, _ = Switch.objects.get_or_create(name=DEMO_OOB_SWITCH, defaults={
+        "vendor": vendor, "site": site, "role": SwitchRole.OOB, "mgmt_ip": "127.0.0.1"})
+    return switch

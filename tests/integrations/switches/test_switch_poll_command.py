@@ -13,7 +13,7 @@ import pytest
 from django.contrib.contenttypes.models import ContentType
 from django.core.management import CommandError, call_command
 
-from cmdb.models import ChangeRecord, Switch, SwitchPort
+from cmdb.models import ChangeRecord, Fabric, Switch, SwitchPort
 from integrations.switches.models import ObservedLink, PollRun
 
 DELL = "librenms_dell-os10"
@@ -101,3 +101,22 @@ def test_cli_exit_code_and_message_for_unreachable_host(snmpsim):
     )
     assert proc.returncode != 0
     assert "no SNMP response" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_demo_oob_switch_is_polled_through_snmpsim(snmpsim, db):
+    """script/server's demo has one switch polled for real: sh1-oob-01 at 127.0.0.1 (docs/switches.md)."""
+    from cmdb.services.demo import demo_load
+    from integrations.switches.cabling_service import fabric_cabling_report
+
+    demo_load(scale="small")
+    call_command("switches_demo_observe", stdout=StringIO())
+    fabric = Fabric.objects.get(name="sh1-ib-compute")
+    before = sorted(str(f) for f in fabric_cabling_report(fabric))
+
+    out = StringIO()
+    call_command("switch_poll", f"127.0.0.1:{snmpsim.port}", "--community", DELL, "--json", stdout=out)
+    summary = json.loads(out.getvalue())
+    assert (summary["switch"], summary["status"], summary["lldp_neighbors"]) == ("sh1-oob-01", "ok", 5)
+    assert SwitchPort.objects.filter(switch__name="sh1-oob-01").count() == summary["ports_created"] > 0
+    # Out of band, in no fabric: the demo fabric's cabling report is untouched.
+    assert sorted(str(f) for f in fabric_cabling_report(fabric)) == before

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from cmdb.models import Fabric
 
-from ...demo import demo_observe
+from ...demo import demo_observe, demo_oob_switch
 
 
 class Command(BaseCommand):
@@ -25,3 +25,6 @@ class Command(BaseCommand):
         for fault in result.faults:
             self.stdout.write(f"fault: {fault}")
         self.stdout.write(f"{fabric.name}: {result.observations} observations on {result.switches} switches")
+        oob = demo_oob_switch()
+        if oob is not None:
+            self.stdout.write(f"{oob.name} (mgmt {oob.mgmt_ip}) can be polled through snmpsim: see docs/switches.md")
