@@ -10,7 +10,21 @@
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 from django.dispatch import Signal
+
+logger = logging.getLogger(__name__)
 
 report_applied = Signal()
 report_received = Signal()
+
+
+def signal_send(signal: Signal, **kwargs: Any) -> None:
+    """Send to every receiver; one that fails is logged and does not fail the report (or the others)."""
+    from cmdb.models import Node
+
+    for receiver, result in signal.send_robust(sender=Node, **kwargs):
+        if isinstance(result, Exception):
+            logger.error("receiver %r of an ingestion signal failed", receiver, exc_info=result)

@@ -21,7 +21,7 @@ from gpuops.context import ChangeSource, change_context
 
 from ..conf import setting
 from ..models import AgentToken, Report, ReportStatus
-from ..signals import report_received
+from ..signals import report_received, signal_send
 from .normalize import Observed, report_normalize
 from .reconcile import node_status_allows_reports, report_apply
 from .validation import ReportProblem, report_parse, report_validate
@@ -110,7 +110,7 @@ def report_ingest(*, token: AgentToken, body: bytes) -> IngestResult:
         # The cheap path: nothing to reconcile, liveness only (no change record, no version bump).
         Node.objects.filter(pk=node.pk).update(last_seen_at=now)
         node.last_seen_at = now
-        report_received.send(sender=Node, node=node, status="unchanged", card_ids=[])
+        signal_send(report_received, node=node, status="unchanged", card_ids=[])
         return IngestResult(200, {"status": "unchanged", "node": node.hostname,
                                   "report_id": str(node.agent_state.last_report_id or "")})
 

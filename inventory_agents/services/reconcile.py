@@ -22,7 +22,7 @@ from cmdb.models import Accelerator, Node, NodeStatus
 from cmdb.services.changelog import records_for_bulk, records_write
 
 from ..models import AgentState, AgentToken, Report, ReportStatus
-from ..signals import report_applied, report_received
+from ..signals import report_applied, report_received, signal_send
 from .cards import cards_reconcile, conflict_signal, placements_write
 from .events import EventBook, events_open_load
 from .health import PolicyBook
@@ -164,10 +164,10 @@ def report_apply(*, node_id: int, observed: Observed, report: Report, token: Age
         if token is not None:
             AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
         book.hooks_call(report.correlation_id)
-        report_applied.send(sender=Node, node=node, report_id=report.id, observed=observed)
+        signal_send(report_applied, node=node, report_id=report.id, observed=observed)
         card_ids = [c.pk for c in run.node_cards if c.pk]
         transaction.on_commit(functools.partial(
-            report_received.send, sender=Node, node=node, status="applied", card_ids=card_ids))
+            signal_send, report_received, node=node, status="applied", card_ids=card_ids))
     return dict(run.summary)
 
 

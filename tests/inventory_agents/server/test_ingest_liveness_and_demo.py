@@ -75,3 +75,26 @@ def test_demo_agents_report_for_nodes_under_a_workflow_only(demo):
 
     again = demo_agents_report()
     assert (again.nodes, again.unchanged) == (len(burn_in), len(burn_in))
+
+
+def test_a_failing_signal_receiver_does_not_fail_the_report(post, node, token, caplog,
+                                                            django_capture_on_commit_callbacks):
+    from inventory_agents.signals import report_applied, report_received
+
+    def boom(**kwargs):
+        raise RuntimeError("receiver bug")
+
+    report_applied.connect(boom, dispatch_uid="test-boom-applied")
+    report_received.connect(boom, dispatch_uid="test-boom-received")
+    try:
+        report = report_of(node)
+        with django_capture_on_commit_callbacks(execute=True):
+            assert post(report, token).json()["status"] == "applied"
+        report["collected_at"] = "2030-01-01T00:00:00Z"
+        assert post(report, token).json()["status"] == "unchanged"
+    finally:
+        report_applied.disconnect(dispatch_uid="test-boom-applied")
+        report_received.disconnect(dispatch_uid="test-boom-received")
+    assert m.Accelerator.objects.filter(node=node, last_seen_at__isnull=False).count() == 8
+    failures = [r for r in caplog.records if "ingestion signal failed" in r.getMessage()]
+    assert len(failures) == 3  # applied (in the transaction), received after commit, received when unchanged
