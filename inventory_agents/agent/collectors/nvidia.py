@@ -30,20 +30,22 @@ XML_NAME = "nvidia-smi-q-x.xml"
 CSV_NAME = "nvidia-smi-query-gpu.csv"
 
 # Xid codes (NVIDIA's Xid catalog) and the health hint the agent gives; the server re-grades with its policy.
+# The failed set is the one the server's default policy fails a card for (DEFAULT_POLICIES in
+# inventory_agents/services/health.py); 63 and 94 need at least a reset and a check before the card runs jobs again.
 XID_FAILED = {
     48: "double-bit ECC error",
+    62: "internal micro-controller halt",
+    63: "page retirement / row remap event",
     64: "page retirement / row remap failure",
+    74: "NVLink error",
     79: "fallen off the bus",
+    92: "high single-bit ECC rate",
+    94: "contained ECC error",
     95: "uncontained ECC error",
     140: "unrecovered ECC error",
 }
 XID_DEGRADED = {
     61: "internal micro-controller breakpoint",
-    62: "internal micro-controller halt",
-    63: "page retirement / row remap event",
-    74: "NVLink error",
-    92: "high single-bit ECC rate",
-    94: "contained ECC error",
     119: "GSP RPC timeout",
     120: "GSP error",
     154: "recovery action required",

@@ -43,7 +43,7 @@ def test_nvidia_node(nvidia_node, report_validator):
         "1650522003820",
         "535.54.03",
     )
-    assert a100["health"]["status"] == "degraded"
+    assert a100["health"]["status"] == "failed"  # Xid 94 (contained ECC error) in the kernel log
     assert fallen["seen_by_tool"] is False and fallen["health"]["status"] == "failed"
     assert report["system"]["product"] == "ProLiant BL460c Gen10 Graphics Exp"
     assert report["system"]["memory_gib"] == 128

@@ -349,7 +349,8 @@ def _card_with(**health) -> dict:
         ({"remapped_rows_pending": True}, "degraded"),
         ({"retired_pages_pending": True}, "degraded"),
         ({"xid_events": [{"xid": 79}]}, "failed"),
-        ({"xid_events": [{"xid": 94}]}, "degraded"),
+        ({"xid_events": [{"xid": 94}]}, "failed"),
+        ({"xid_events": [{"xid": 61}]}, "degraded"),
         ({"xid_events": [{"xid": 13}]}, "ok"),
     ],
 )

@@ -64,7 +64,7 @@ def test_events_attach_to_cards_by_normalised_bus_id(shared_fixtures, report_val
     assert_valid(report_validator, report)
     a100, gone = report["accelerators"]
     assert [e["xid"] for e in a100["health"]["xid_events"]] == [13, 94]
-    assert a100["health"]["status"] == "degraded"  # Xid 94: contained ECC error
+    assert a100["health"]["status"] == "failed"  # Xid 94: contained ECC error
     # The card that fell off the bus is no longer listed by nvidia-smi: it is reported from the kernel log.
     assert gone["seen_by_tool"] is False
     assert gone["pci_bus_id"] == "0000:b1:00.0"

@@ -50,6 +50,14 @@ def test_xid_79_fails_the_card_and_calls_the_hook_once(token, node, post, failed
     assert event.count == 2 and event.resolved_at is None and len(failed_calls) == 1
 
 
+@pytest.mark.parametrize("code", [48, 63, 64, 74, 79, 92, 94, 95])
+def test_every_severe_xid_fails_the_card_and_calls_the_hook(token, node, post, failed_calls, code):
+    post(_xid(report_of(node), 6, code), token)
+    card = m.Accelerator.objects.get(node=node, slot_index=6)
+    assert card.health == "failed" and f"Xid {code}" in card.health_detail
+    assert [(c.accelerator_id, c.code) for c in failed_calls] == [(card.pk, str(code))]
+
+
 def test_a_second_severe_signal_on_a_failed_card_is_a_repeat_for_the_hook(token, node, post, failed_calls):
     report = _xid(_xid(report_of(node), 1, 79), 1, 48, message="Double Bit ECC Error")
     post(report, token)

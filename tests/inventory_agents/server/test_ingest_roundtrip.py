@@ -58,8 +58,9 @@ def test_nvidia_node_round_trip(tmp_path, post, shared_fixtures, failed_calls):
     node.refresh_from_db()
     assert node.os_name == report["system"]["os_pretty_name"] and node.kernel == report["system"]["kernel"]
     assert node.memory_gib == round(report["system"]["memory_gib"])
-    # Xid 13 / 94 on a listed card degrade it; the Xid 79 of the GPU nvidia-smi lost has no CMDB card yet.
-    assert cards.get(serial=listed[0]["serial"]).health == "degraded"
+    # Xid 94 on a listed card fails it (Xid 13 alone would only degrade it); the Xid 79 of the GPU nvidia-smi lost
+    # has no CMDB card yet.
+    assert cards.get(serial=listed[0]["serial"]).health == "failed"
     assert m.HealthEvent.objects.filter(node=node, kind="xid", code="79", accelerator__isnull=True).exists()
     hcas = {n.name: n for n in m.Nic.objects.filter(node=node)}
     assert {h["ca"] for h in report["infiniband"]} <= set(hcas)
