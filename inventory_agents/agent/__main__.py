@@ -1,4 +1,4 @@
-"""Command line: `python -m inventory_agents.agent collect|report ...` (see docs/agent.md).
+"""Command line: `python -m inventory_agents.agent collect|report|enroll ...` (see docs/agent.md).
 
 Exit codes: 0 done; 1 internal error; 2 bad arguments or unreadable token file; 3 server unreachable, report
 spooled; 4 report rejected by the server (4xx), kept in <spool>/rejected/; 5 the report could not be spooled.
@@ -16,7 +16,17 @@ from . import AGENT_VERSION
 from .collectors import xid
 from .report import build_report, to_json
 from .runner import DEFAULT_TIMEOUT_S, DirSource, LiveSource, Source
-from .transport import DEFAULT_SPOOL_DIR, RejectedError, TransientError, flush_spool, reports_url, send, spool
+from .transport import (
+    DEFAULT_SPOOL_DIR,
+    RejectedError,
+    TransientError,
+    enroll,
+    enroll_url,
+    flush_spool,
+    reports_url,
+    send,
+    spool,
+)
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -71,6 +81,16 @@ def _parser() -> argparse.ArgumentParser:
         help="reports waiting for the server (default %(default)s)",
     )
     report.add_argument("--http-timeout", type=float, default=30.0, metavar="SECONDS")
+
+    enrol = sub.add_parser("enroll", help="register this node with an enrollment token; write its agent token")
+    common(enrol)
+    enrol.add_argument("--server", required=True, metavar="URL", help="e.g. https://gpuops.example.com")
+    enrol.add_argument("--enrollment-token-file", required=True, metavar="FILE",
+                       help="file holding the site's enrollment token (gpe_...)")
+    enrol.add_argument("--token-file", required=True, metavar="FILE",
+                       help="where to write this node's agent token (mode 600); `report` reads it")
+    enrol.add_argument("--force", action="store_true", help="replace an existing token file")
+    enrol.add_argument("--http-timeout", type=float, default=30.0, metavar="SECONDS")
     return parser
 
 
@@ -150,6 +170,38 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_enroll(args: argparse.Namespace) -> int:
+    _check_server(args.server)
+    if os.path.exists(args.token_file) and not args.force:
+        raise UsageError("{} exists: this node is enrolled already (--force to enroll again)".format(args.token_file))
+    enrollment_token = _read_token(args.enrollment_token_file)
+    source = _source(args)
+    # The server needs the hostname and the system serial; the whole report is sent so it can check both.
+    report, _ = build_report(source, state_dir=None)
+    url = enroll_url(args.server)
+    try:
+        answer = enroll(url, enrollment_token, to_json(report, indent=None).encode("utf-8"), args.http_timeout)
+    except TransientError as exc:
+        log.error("cannot enroll at %s (%s); run enroll again later", url, exc)
+        return EXIT_SPOOLED
+    except RejectedError as exc:
+        log.error("enrollment refused by %s (%s)", url, exc)
+        return EXIT_REJECTED
+    directory = os.path.dirname(os.path.abspath(args.token_file))
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd = os.open(args.token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(answer["token"] + "\n")
+    except OSError as exc:
+        # The server issued the token once and will not show it again: print it so it is not lost.
+        log.error("cannot write %s (%s); the agent token is: %s", args.token_file, exc, answer["token"])
+        return EXIT_SPOOL_FAILED
+    log.warning("enrolled as %s (node %s, status %s); token written to %s", answer.get("hostname"),
+                answer.get("node_id"), answer.get("status"), args.token_file)
+    return EXIT_OK
+
+
 def _spool_new(args: argparse.Namespace, body: bytes, xid_state: Optional[dict], reason: str) -> int:
     try:
         path = spool(args.spool_dir, body)
@@ -169,6 +221,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         if args.command == "collect":
             return cmd_collect(args)
+        if args.command == "enroll":
+            return cmd_enroll(args)
         return cmd_report(args)
     except UsageError as exc:
         parser.print_usage(sys.stderr)

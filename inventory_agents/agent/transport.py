@@ -8,6 +8,7 @@ body: it is logged and moved to <spool>/rejected/ so it is not retried forever.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -15,13 +16,14 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from typing import List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import AGENT_VERSION
 
 log = logging.getLogger(__name__)
 
 REPORTS_PATH = "/api/agent/reports/"
+ENROLL_PATH = "/api/agent/enroll/"
 DEFAULT_SPOOL_DIR = "/var/spool/gpuops-agent"
 MAX_SPOOLED = 500  # a node offline for weeks must not fill its disk: the oldest reports go first
 _RETRYABLE_4XX = {408, 425, 429}
@@ -44,8 +46,28 @@ def reports_url(server: str) -> str:
     return server.rstrip("/") + REPORTS_PATH
 
 
+def enroll_url(server: str) -> str:
+    return server.rstrip("/") + ENROLL_PATH
+
+
+def enroll(url: str, enrollment_token: str, body: bytes, timeout: float = 30.0) -> Dict[str, Any]:
+    """POST the node's report to enroll/ with the site's enrollment token; returns the server's answer (with the
+    node's own agent token). Raises TransientError or RejectedError like `send`."""
+    try:
+        answer = json.loads(_post(url, enrollment_token, body, timeout)[1] or "{}")
+    except ValueError as exc:
+        raise TransientError("the server's answer is not JSON: {}".format(exc)) from exc
+    if not isinstance(answer, dict) or not isinstance(answer.get("token"), str):
+        raise TransientError("the server's answer holds no token")
+    return answer
+
+
 def send(url: str, token: str, body: bytes, timeout: float = 30.0) -> int:
     """POST one report; returns the HTTP status (2xx), raises TransientError or RejectedError."""
+    return _post(url, token, body, timeout)[0]
+
+
+def _post(url: str, token: str, body: bytes, timeout: float) -> Tuple[int, str]:
     request = urllib.request.Request(
         url,
         data=body,
@@ -59,8 +81,8 @@ def send(url: str, token: str, body: bytes, timeout: float = 30.0) -> int:
     )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:  # the URL is the operator's --server
-            response.read()
-            return int(response.status)
+            text = response.read(1024 * 1024).decode("utf-8", errors="replace")
+            return int(response.status), text
     except urllib.error.HTTPError as exc:
         detail = _body_excerpt(exc)
         if exc.code >= 500 or exc.code in _RETRYABLE_4XX:
