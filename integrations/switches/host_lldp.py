@@ -16,15 +16,11 @@ import logging
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from django.db import transaction
 from django.db.models import Q
-from django.utils import timezone
 
 from cmdb.models import NicPort, Node, Switch, SwitchPort
-from cmdb.models.history import ChangeAction, ChangeRecord
-from cmdb.services.changelog import record_build, records_write
 from gpuops.context import ChangeSource, change_context
 from inventory_agents.models import AgentState
 
@@ -32,14 +28,12 @@ from .cabling import device_key, port_key
 from .cli_parse import PLATFORMS, canonical_interface
 from .infiniband import ib_links_resolve_node
 from .models import ObservationSource, ObservedLink
+from .observations import observations_sync
 from .snmp_decode import normalize_mac
 
 log = logging.getLogger(__name__)
 
 HOST_LLDP = ObservationSource.HOST_LLDP
-# What a change record of a host-LLDP observation shows: the observation, and what it resolved to.
-RECORD_FIELDS = ("local_device", "local_port", "remote_system", "remote_chassis_id", "remote_port",
-                 "remote_port_description", "switch_port", "nic_port")
 # What may change on a row whose key (interface, chassis id, port id) stays: names and what they resolve to.
 RESOLUTION_FIELDS = ("local_device", "remote_system", "remote_port_description", "switch", "switch_port", "nic_port")
 
@@ -159,19 +153,6 @@ class _SwitchIndex:
 
 # --- replacing a node's observations ------------------------------------------------------------------------------
 
-def _facts(row: ObservedLink) -> dict[str, Any]:
-    values = {name: getattr(row, name) for name in RECORD_FIELDS[:6]}
-    values["switch_port"] = str(row.switch_port) if row.switch_port_id else (row.switch.name if row.switch_id else "")
-    values["nic_port"] = str(row.nic_port) if row.nic_port_id else ""
-    return values
-
-
-def _record(row: ObservedLink, action: str, reason: str) -> ChangeRecord:
-    facts = _facts(row)
-    changes = {k: [None, v] if action == ChangeAction.CREATE else [v, None] for k, v in facts.items() if v}
-    return record_build(obj=row, action=action, changes=changes, reason=reason)
-
-
 def host_lldp_replace(*, node: Node, ports: Iterable[NicPort], neighbors: Sequence[HostNeighbor],
                       report_id: str = "") -> HostLldpResult:
     """Make the node's host-LLDP observations exactly `neighbors`. Call inside a transaction holding the node.
@@ -204,38 +185,13 @@ def host_lldp_replace(*, node: Node, ports: Iterable[NicPort], neighbors: Sequen
             remote_system=n.remote_system[:253], remote_port_description=n.remote_port_description[:253],
         )
 
-    now = timezone.now()
-    removed, confirmed, refreshed = [], [], []
-    for key, row in old.items():
-        new = wanted.pop(key, None)
-        if new is None:
-            removed.append(row)
-        elif all(getattr(row, f) == getattr(new, f) for f in RESOLUTION_FIELDS):
-            confirmed.append(row.pk)
-        else:
-            # The same cable resolved anew (the switch or the NIC reached the CMDB since, the node was renamed):
-            # what the host sees did not change, so no change record.
-            for name in RESOLUTION_FIELDS:
-                setattr(row, name, getattr(new, name))
-            row.last_seen_at = now
-            refreshed.append(row)
-    created = list(wanted.values())
-
     reason = f"host LLDP of {node.hostname}" + (f", agent report {report_id}" if report_id else "")
-    records = [_record(row, ChangeAction.DELETE, reason) for row in removed]
     # Rows of another node under this host name (that node was renamed) would collide on the unique key.
     ObservedLink.objects.filter(source=HOST_LLDP, local_device=node.hostname).exclude(node=node).delete()
-    if removed:
-        ObservedLink.objects.filter(pk__in=[row.pk for row in removed]).delete()
-    if confirmed:
-        ObservedLink.objects.filter(pk__in=confirmed).update(last_seen_at=now)
-    if refreshed:
-        ObservedLink.objects.bulk_update(refreshed, [*RESOLUTION_FIELDS, "last_seen_at"])
-    ObservedLink.objects.bulk_create(created)
-    records += [_record(row, ChangeAction.CREATE, reason) for row in created]
-    records_write(records)
-    return HostLldpResult(created=len(created), removed=len(removed), kept=len(confirmed) + len(refreshed),
-                          unknown=unknown)
+    # The same cable resolved anew (the switch or the NIC reached the CMDB since, the node was renamed): what
+    # the host sees did not change, so every field but the key refreshes without a change record.
+    result = observations_sync(old=old, wanted=wanted, reason=reason, resolution=RESOLUTION_FIELDS)
+    return HostLldpResult(created=result.created, removed=result.removed, kept=result.kept, unknown=unknown)
 
 
 def _is_latest(node: Node, report_id: str) -> bool:

@@ -26,9 +26,11 @@ from django.db.models import Q
 from django.utils import timezone
 
 from cmdb.models import NicPort, Node, Switch
+from gpuops.context import ChangeSource, change_context
 
 from .cabling import Observation, canonical_guid, device_key
 from .models import ObservationSource, ObservedLink, PollRun, PollStatus
+from .observations import observations_sync
 
 # The GUID column is 0x-prefixed in every infiniband-diags release seen; a bare hex GUID is accepted too.
 _PORT = r"(?P<{p}type>CA|SW|RT)\s+(?P<{p}lid>\d+)\s+(?P<{p}port>\d+)\s+(?P<{p}guid>(?:0x)?[0-9a-fA-F]+)"
@@ -149,38 +151,51 @@ class HcaPorts:
         return self.by_port_guid.get(g) or self.by_node_guid.get((g, str(port)))
 
 
-def ibnetdiscover_apply(text: str) -> PollRun:
-    """Store a sweep: replace all ibnetdiscover observations with what this report shows. Switch ports are
+def ibnetdiscover_apply(text: str, *, task_id: str = "") -> PollRun:
+    """Store a sweep: make the ibnetdiscover observations exactly what this report shows. Switch ports are
     linked to the CMDB Switch whose name matches the node description, host ends to the CMDB's HCA port
     (`HcaPorts.find`); an HCA the CMDB learns later is linked when its node's agent report arrives
-    (`ib_links_resolve_node`)."""
+    (`ib_links_resolve_node`).
+
+    A cable seen again keeps its row (new LIDs are refreshed without a record: the subnet manager hands them
+    out); an observation that appeared or disappeared, or whose peer description changed, gets a change record
+    (source integration, correlation id `task_id` when a worker ran it, else the caller's)."""
     records = parse_ibnetdiscover_ports(text)
     switches = {device_key(s.name): s for s in Switch.objects.all().only("id", "name")}
     hcas = HcaPorts.load()
-    with transaction.atomic():
-        run = PollRun.objects.create(kind="ibnetdiscover")
-        rows = []
+    with change_context(source=ChangeSource.INTEGRATION, correlation_id=task_id or None), transaction.atomic():
+        run = PollRun.objects.create(kind="ibnetdiscover", task_id=task_id)
+        wanted: dict[tuple[str, str, str, str], ObservedLink] = {}
         for rec in records:
             if rec.local.node_type != "SW" or rec.peer is None:
                 continue
             switch = switches.get(device_key(rec.local.description))
             hca = hcas.find(rec.peer.guid, rec.peer.port) if rec.peer.node_type == "CA" else None
-            rows.append(ObservedLink(
+            row = ObservedLink(
                 source=ObservationSource.IBNETDISCOVER, switch=switch,
                 local_device=switch.name if switch else rec.local.description, local_port=str(rec.local.port),
                 remote_chassis_id=rec.peer.guid, remote_port=str(rec.peer.port), remote_system=rec.peer.host,
                 remote_port_description=rec.peer.description, remote_port_guid=rec.peer.guid,
                 local_lid=rec.local.lid, remote_lid=rec.peer.lid, poll_run=run,
                 nic_port_id=hca[0] if hca else None, node_id=hca[1] if hca else None,
-            ))
-        ObservedLink.objects.filter(source=ObservationSource.IBNETDISCOVER).delete()
-        ObservedLink.objects.bulk_create(rows, ignore_conflicts=True)
+            )
+            wanted.setdefault(_key(row), row)
+        old = {_key(row): row for row in ObservedLink.objects.filter(source=ObservationSource.IBNETDISCOVER)}
+        observations_sync(old=old, wanted=wanted, reason=f"ibnetdiscover sweep #{run.pk}",
+                          resolution=("switch", "nic_port", "node", "local_lid", "remote_lid"),
+                          announced=("remote_system", "remote_port_description"), touch={"poll_run": run})
         run.status = PollStatus.OK
         run.finished_at = timezone.now()
         run.ports_seen = len(records)
-        run.neighbors_seen = len(rows)
+        run.neighbors_seen = len(wanted)
         run.save()
     return run
+
+
+def _key(row: ObservedLink) -> tuple[str, str, str, str]:
+    """An InfiniBand observation's identity: the switch port and the peer's port GUID + port number (the
+    unique constraint's columns)."""
+    return (row.local_device, row.local_port, row.remote_chassis_id, row.remote_port)
 
 
 def ib_links_resolve_node(node: Node, ports: Iterable[NicPort]) -> int:

@@ -1,7 +1,8 @@
 """Discovery services: poll switches and write what they report into the CMDB and the observation tables.
 
 `switch_snapshot_apply` is the transaction boundary for one switch: it locks the switch row, upserts its
-SwitchPorts in bulk with change records for what changed, and replaces its LLDP observations.
+SwitchPorts in bulk with change records for what changed, and replaces its LLDP observations (records for the
+observations that appeared, disappeared or changed: `observations.observations_sync`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from integrations.ports import SnmpCredential, SnmpPoller, SnmpTarget, SwitchPor
 
 from .credentials import snmp_credential_resolve
 from .models import ObservationSource, ObservedLink, PollRun, PollStatus
+from .observations import observations_remove, observations_sync
 
 log = logging.getLogger(__name__)
 
@@ -115,38 +117,45 @@ def _switch_facts_fill(switch: Switch, snapshot: SwitchSnapshot) -> None:
 
 
 def _observations_replace(switch: Switch, snapshot: SwitchSnapshot, run: PollRun) -> int:
-    port_ids = dict(SwitchPort.objects.filter(switch=switch).values_list("name", "id"))
-    old = {
-        (o.local_port, o.remote_chassis_id, o.remote_port): o
-        for o in ObservedLink.objects.filter(switch=switch, source=ObservationSource.LLDP)
-    }
-    keep: set[int] = set()
-    new: list[ObservedLink] = []
+    """Make the switch's LLDP observations this poll's neighbours, with change records for the difference."""
+    ports = {p.name: p for p in SwitchPort.objects.filter(switch=switch)}
+    for port in ports.values():
+        port.switch = switch  # str(port) in change records without a query
+    old = {}
+    for row in ObservedLink.objects.filter(switch=switch, source=ObservationSource.LLDP).select_related("switch_port"):
+        row.switch = switch
+        if row.switch_port_id:
+            row.switch_port.switch = switch
+        old[(row.local_port, row.remote_chassis_id, row.remote_port)] = row
+    wanted: dict[tuple[str, str, str], ObservedLink] = {}
     for nb in snapshot.lldp_neighbors:
         key = (nb.local_port[:64], nb.remote_chassis_id[:64], nb.remote_port[:128])
-        row = old.get(key)
-        if row is not None:
-            keep.add(row.pk)
-            continue
-        new.append(
-            ObservedLink(
-                source=ObservationSource.LLDP, switch=switch, switch_port_id=port_ids.get(nb.local_port),
-                local_device=switch.name, local_port=key[0], remote_chassis_id=key[1], remote_port=key[2],
-                remote_system=nb.remote_system[:253], remote_port_description=nb.remote_port_description[:253],
-                poll_run=run,
-            )
-        )
-    ObservedLink.objects.filter(switch=switch, source=ObservationSource.LLDP).exclude(pk__in=keep).delete()
-    # Rows seen again keep first_seen_at; last_seen_at and the run say this poll confirmed them.
-    ObservedLink.objects.filter(pk__in=keep).update(last_seen_at=timezone.now(), poll_run=run)
-    ObservedLink.objects.bulk_create(new, ignore_conflicts=True)
+        wanted.setdefault(key, ObservedLink(
+            source=ObservationSource.LLDP, switch=switch, switch_port=ports.get(nb.local_port),
+            local_device=switch.name, local_port=key[0], remote_chassis_id=key[1], remote_port=key[2],
+            remote_system=nb.remote_system[:253], remote_port_description=nb.remote_port_description[:253],
+            poll_run=run,
+        ))
+    reason = f"SNMP poll #{run.pk}"
+    # Rows another switch left under this name (it was renamed, the name reused) would collide on the unique key.
+    stale = list(ObservedLink.objects.filter(source=ObservationSource.LLDP, local_device=switch.name)
+                 .exclude(switch=switch))
+    observations_remove(stale, reason=reason)
+    # Kept rows keep first_seen_at; last_seen_at and the run say this poll confirmed them. A renamed switch or a
+    # port that reached the CMDB since re-resolves the row silently; a neighbour announcing itself differently
+    # is an update record.
+    observations_sync(old=old, wanted=wanted, reason=reason, resolution=("local_device", "switch_port"),
+                      announced=("remote_system", "remote_port_description"), touch={"poll_run": run})
     return len(snapshot.lldp_neighbors)
 
 
 def switch_snapshot_apply(*, switch: Switch, snapshot: SwitchSnapshot, run: PollRun) -> PollRun:
-    """Write one poll's result: SwitchPorts (bulk, with change records), blank facts, observed LLDP links,
-    and the run's counters. Runs under the INTEGRATION change source."""
-    with change_context(source=ChangeSource.INTEGRATION), transaction.atomic():
+    """Write one poll's result: SwitchPorts (bulk, with change records), blank facts, observed LLDP links (with
+    change records for what appeared, disappeared or changed), and the run's counters.
+
+    Records carry the INTEGRATION source; their correlation id is the run's task id when a worker polled, else
+    the caller's (a management command's run, a workflow step's ticket)."""
+    with change_context(source=ChangeSource.INTEGRATION, correlation_id=run.task_id or None), transaction.atomic():
         # Lock the switch so two overlapping polls of it (beat + a manual run) serialise instead of racing.
         locked = Switch.objects.select_for_update().get(pk=switch.pk)
         counts = _ports_upsert(locked, snapshot.ports, reason=f"SNMP poll #{run.pk}")
