@@ -149,12 +149,17 @@ class DeviceCli(Protocol):
 
 @dataclass(frozen=True)
 class PortConfig:
-    """The wanted state of one switch port. None leaves an attribute as it is."""
+    """The wanted state of one switch port. None leaves an attribute as it is.
+
+    description, vlan (access VLAN, 1-4094), mtu and enabled (admin state) apply to every Ethernet platform.
+    `pkey` is an InfiniBand partition key (e.g. "0x8001"): partitions are set on the subnet manager by HCA port
+    GUID, never on a switch port, so a configurator refuses it with a PermanentError saying where to set it.
+    """
 
     interface: str
     description: str | None = None
     vlan: int | None = None
-    pkey: str | None = None  # InfiniBand partition key (e.g. "0x8001"), where the platform has partitions
+    pkey: str | None = None
     mtu: int | None = None
     enabled: bool | None = None
 

@@ -46,9 +46,10 @@ PLATFORMS: dict[str, PlatformSpec] = {
                            "display current-configuration interface {interface}"),
     "huawei_vrpv8": PlatformSpec("huawei_vrp", "display lldp neighbor", "display version",
                                  "display interface brief", "display current-configuration interface {interface}"),
-    # Cumulus Linux and SONiC: lldpd's own key=value output (no TextFSM template exists for it).
+    # Cumulus Linux and SONiC: lldpd's own key=value output (no TextFSM template exists for it). A port's config
+    # is read from NVUE (Cumulus Linux 5): the applied revision as JSON, which config_push spells as `nv set` lines.
     "linux": PlatformSpec("linux", "sudo lldpctl -f keyvalue", "cat /etc/os-release", "ip link show",
-                          "cat /etc/network/interfaces.d/{interface}.intf"),
+                          "nv show --applied interface {interface} -o json"),
 }
 
 # ntc-templates platform names accepted by switch_parse as well as the netmiko ones.

@@ -22,7 +22,7 @@ from integrations.ports import (
     SwitchSystem,
 )
 
-from .config_push import interface_block, plan_port_change, port_template, verify_port_change
+from .config_push import interface_block, plan_port_change, running_text, verify_port_change
 
 
 class FakeSnmpPoller:
@@ -95,10 +95,7 @@ class FakeSwitchConfigurator:
     applied: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
 
     def _render(self, target: CliTarget, interface: str) -> str:
-        lines = self.running.get(target.host, {}).get(interface, [])
-        if port_template(target.platform).header is None:
-            return "\n".join(lines)
-        return "\n".join([f"interface {interface}", *(f"  {line}" for line in lines)])
+        return running_text(target.platform, interface, self.running.get(target.host, {}).get(interface, []))
 
     def _store(self, target: CliTarget, interface: str, lines: Sequence[str]) -> None:
         self.running.setdefault(target.host, {})[interface] = list(lines)

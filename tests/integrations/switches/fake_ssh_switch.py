@@ -1,17 +1,27 @@
-"""A fake NX-OS-like switch reachable over real SSH (paramiko server in a thread on 127.0.0.1).
+"""A fake switch reachable over real SSH (paramiko server in a thread on 127.0.0.1), NX-OS-like or Cumulus-like.
 
-It answers show commands from recorded outputs, accepts the session set-up netmiko sends (`terminal width`,
-`terminal length 0`), has exec/config/config-if modes with NX-OS prompts, and remembers interface config
-lines so `show running-config interface X` reflects what was pushed. So netmiko's real connect, prompt
-detection, send_command and send_config_set code paths run against it.
+NX-OS (`platform="cisco_nxos"`): it answers show commands from recorded outputs, accepts the session set-up
+netmiko sends (`terminal width`, `terminal length 0`), has exec/config/config-if modes with NX-OS prompts, and
+remembers interface config lines so `show running-config interface X` reflects what was pushed.
+
+Cumulus Linux 5 (`platform="linux"`): a bash prompt (`cumulus@leaf01:mgmt:~$`) and NVUE's model of
+configuration: `nv set` / `nv unset` edit a pending revision, `nv config apply -y` makes it the applied one,
+`nv config detach` drops it, and `nv show --applied interface X -o json` prints the applied tree of X as NVUE
+does (a choice such as `link state down` is `{"state": {"down": {}}}`; numbers are numbers).
+
+So netmiko's real connect, prompt detection, send_command and send_config_set code paths run against it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
+import json
+import shlex
 import socket
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 import paramiko
 
@@ -28,13 +38,69 @@ def _line_key(line: str) -> str:
     return words[0]
 
 
+# NVUE leaves whose value is a choice, rendered as {"<choice>": {}} (`link state up|down`).
+_NVUE_CHOICES = {"state"}
+
+
+def _nvue_set(tree: dict[str, Any], words: list[str]) -> None:
+    *path, leaf, value = words
+    node = tree
+    for key in path:
+        node = node.setdefault(key, {})
+    node[leaf] = {value: {}} if leaf in _NVUE_CHOICES else (int(value) if value.isdigit() else value)
+
+
+def _nvue_unset(tree: dict[str, Any], words: list[str]) -> None:
+    trail = [tree]
+    for key in words[:-1]:
+        trail.append(trail[-1].get(key, {}))
+    trail[-1].pop(words[-1], None)
+    for parent, key in reversed(list(zip(trail[:-1], words[:-1], strict=True))):
+        if parent.get(key) == {}:
+            del parent[key]  # NVUE prunes what is left empty
+
+
 @dataclass
 class SwitchState:
     hostname: str = "leaf01"
+    platform: str = "cisco_nxos"  # or "linux": Cumulus Linux with NVUE
     show_outputs: dict[str, str] = field(default_factory=dict)
     interfaces: dict[str, list[str]] = field(default_factory=dict)
+    # Cumulus: the applied NVUE configuration of each interface, and the pending revision (None: none open).
+    nvue: dict[str, dict[str, Any]] = field(default_factory=dict)
+    nvue_pending: dict[str, dict[str, Any]] | None = None
+    nvue_revisions: int = 1
+    # Cumulus: `nv set` arguments the switch rejects (what NVUE does with a value out of range).
+    nvue_rejects: tuple[str, ...] = ()
     commands_seen: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def nv(self, line: str) -> str:
+        """One `nv ...` command line, as Cumulus Linux 5 answers it."""
+        words = shlex.split(line)
+        with self.lock:
+            if words[1:3] in (["set", "interface"], ["unset", "interface"]) and len(words) >= 5:
+                if any(bad in line for bad in self.nvue_rejects):
+                    return f"Error: Invalid Command: {line}"
+                if self.nvue_pending is None:
+                    self.nvue_pending = copy.deepcopy(self.nvue)
+                tree = self.nvue_pending.setdefault(words[3], {})
+                (_nvue_set if words[1] == "set" else _nvue_unset)(tree, words[4:])
+                return ""
+            if words[1:4] == ["config", "apply", "-y"]:
+                if self.nvue_pending is None:
+                    return "Warning: no pending configuration"
+                self.nvue, self.nvue_pending = self.nvue_pending, None
+                self.nvue_revisions += 1
+                return f"applied [rev_id: {self.nvue_revisions}]"
+            if words[1:3] == ["config", "detach"]:
+                self.nvue_pending = None
+                return ""
+            if words[1:4] == ["show", "--applied", "interface"] and words[-2:] == ["-o", "json"]:
+                if words[4] not in self.nvue:
+                    return "Error: The requested item does not exist."
+                return json.dumps(self.nvue[words[4]], indent=2)
+        return f"Error: Invalid Command: {line}"
 
     def configure(self, interface: str, line: str) -> str:
         with self.lock:
@@ -87,6 +153,8 @@ class _Shell:
 
     @property
     def prompt(self) -> str:
+        if self.state.platform == "linux":
+            return f"cumulus@{self.state.hostname}:mgmt:~$ "
         suffix = {"exec": "#", "config": "(config)#", "config-if": "(config-if)#"}[self.mode]
         return f"{self.state.hostname}{suffix} "
 
@@ -111,6 +179,12 @@ class _Shell:
         if not line:
             return ""
         self.state.commands_seen.append(line)
+        if self.state.platform == "linux":
+            if line.startswith("nv "):
+                return self.state.nv(line)
+            if line == "exit":
+                return "logout"
+            return self.state.show_outputs.get(line, f"-bash: {line.split()[0]}: command not found")
         if line in {"terminal length 0", "terminal width 511"} or line.startswith("terminal "):
             return ""
         if line == "end":

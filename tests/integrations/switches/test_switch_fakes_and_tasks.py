@@ -27,12 +27,12 @@ def test_fakes_implement_the_protocols():
     assert isinstance(FakeSwitchConfigurator(), SwitchConfigurator)
 
 
-@pytest.mark.parametrize("platform", ["cisco_nxos", "arista_eos", "huawei", "huawei_vrpv8", "juniper_junos"])
+@pytest.mark.parametrize("platform", ["cisco_nxos", "arista_eos", "huawei", "huawei_vrpv8", "juniper_junos", "linux"])
 def test_fake_configurator_push_and_rollback_every_platform(platform):
     target = CliTarget(host="leaf1", platform=platform, username="u")
     fake = FakeSwitchConfigurator()
-    change = PortConfig("Ethernet1/1" if platform != "juniper_junos" else "xe-0/0/1", description="gpu007 mlx5_2",
-                        vlan=120, mtu=9216, enabled=False)
+    change = PortConfig({"juniper_junos": "xe-0/0/1", "linux": "swp1"}.get(platform, "Ethernet1/1"),
+                        description="gpu007 mlx5_2", vlan=120, mtu=9216, enabled=False)
     dry = fake.push(target, change)
     assert not dry.applied and dry.diff.commands and fake.applied == []
     done = fake.push(target, change, dry_run=False)

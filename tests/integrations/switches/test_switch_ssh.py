@@ -1,5 +1,5 @@
 """The netmiko adapters against a fake SSH switch (real SSH, real netmiko code paths): connect, show + parse,
-config push with diff, verify, rollback, and error mapping."""
+config push with diff, verify, rollback, and error mapping - on NX-OS and on Cumulus Linux (NVUE, `linux`)."""
 
 from __future__ import annotations
 
@@ -98,3 +98,60 @@ def test_closed_port_is_transient():
     target = CliTarget(host="127.0.0.1", port=port, platform="cisco_nxos", username="a", password="b", timeout_s=2)
     with pytest.raises(TransientError):
         NetmikoDeviceCli().version(target)
+
+
+# --- Cumulus Linux 5 (platform `linux`): NVUE ---------------------------------------------------------------------
+
+CUMULUS_SWP1 = {"bridge": {"domain": {"br_default": {"access": 10}}}, "description": "old-cable",
+                "link": {"state": {"up": {}}}, "type": "swp"}
+
+
+@pytest.fixture(scope="module")
+def cumulus():
+    state = SwitchState(platform="linux", nvue={"swp1": CUMULUS_SWP1, "swp2": {"type": "swp"}},
+                        nvue_rejects=("link mtu 99999",))
+    with FakeSshSwitch(state, username="cumulus") as server:
+        yield server
+
+
+@pytest.fixture
+def cumulus_target(cumulus) -> CliTarget:
+    return CliTarget(host=cumulus.host, port=cumulus.port, platform="linux", username="cumulus", password="secret",
+                     timeout_s=10)
+
+
+def test_nvue_dry_run_shows_the_diff_and_changes_nothing(cumulus, cumulus_target):
+    result = NetmikoConfigurator().push(cumulus_target, PortConfig("swp1", description="gpu001 mlx5_0", vlan=20))
+    assert result.applied is False
+    assert result.diff.commands == ("nv set interface swp1 description 'gpu001 mlx5_0'",
+                                    "nv set interface swp1 bridge domain br_default access 20")
+    assert "-nv set interface swp1 description old-cable" in result.diff.unified
+    assert cumulus.state.nvue["swp1"] == CUMULUS_SWP1 and cumulus.state.nvue_pending is None
+    assert "nv show --applied interface swp1 -o json" in cumulus.state.commands_seen
+
+
+def test_nvue_push_applies_verifies_and_rolls_back(cumulus, cumulus_target):
+    configurator = NetmikoConfigurator()
+    change = PortConfig("swp1", description="gpu001 mlx5_0", vlan=20, mtu=9216, enabled=False)
+    result = configurator.push(cumulus_target, change, dry_run=False)
+    assert result.applied and result.verified, result.problems
+    assert cumulus.state.nvue["swp1"] == {
+        "bridge": {"domain": {"br_default": {"access": 20}}}, "description": "gpu001 mlx5_0",
+        "link": {"mtu": 9216, "state": {"down": {}}}, "type": "swp"}
+    assert "applied [rev_id:" in result.output
+    assert result.rollback_commands == (
+        "nv set interface swp1 description old-cable", "nv set interface swp1 bridge domain br_default access 10",
+        "nv unset interface swp1 link mtu", "nv unset interface swp1 link state")
+    assert configurator.push(cumulus_target, change, dry_run=False).diff.is_empty  # the same again: nothing to do
+
+    restored = configurator.rollback(cumulus_target, result)
+    assert restored.verified, restored.problems
+    assert cumulus.state.nvue["swp1"] == {"bridge": {"domain": {"br_default": {"access": 10}}},
+                                          "description": "old-cable", "type": "swp"}
+
+
+def test_nvue_rejected_command_is_permanent_and_leaves_no_pending_revision(cumulus, cumulus_target):
+    with pytest.raises(PermanentError, match="rejected"):
+        NetmikoConfigurator().push(cumulus_target, PortConfig("swp2", description="x", mtu=99999), dry_run=False)
+    assert cumulus.state.nvue["swp2"] == {"type": "swp"}
+    assert cumulus.state.nvue_pending is None and cumulus.state.commands_seen[-1] == "nv config detach"
