@@ -32,7 +32,8 @@ def fast_passwords(settings):
 
 @pytest.fixture
 def prov(demo_fleet, fakes, settings):
-    settings.GPUOPS_ROLLOUTS = {"BURN_IN_WINDOW_MINUTES": 0}
+    # Switch ports applied for real (production's setting; the demo default is a dry run).
+    settings.GPUOPS_ROLLOUTS = {"BURN_IN_WINDOW_MINUTES": 0, "SWITCH_CONFIG_DRY_RUN": False}
     groups = groups_bootstrap()
     lead = UserFactory(username="lead")
     lead.groups.add(groups["ops-leads"])

@@ -159,8 +159,10 @@ def plan_links(ctx: StepContext) -> StepOutcome:
 
 @step("configure_ports", label="Configure switch ports", time_limit_s=600)
 def configure_ports(ctx: StepContext) -> StepOutcome:
-    """Mark the planned links connected (the technician confirmed them), then push each leaf port's config."""
-    from workflows.rollouts.models import ProvisioningRun
+    """Mark the planned links connected (the technician confirmed them), then push each leaf port's config.
+
+    Each port is recorded on the run as soon as the switch took it (services), not at the end: a port failing
+    halfway leaves the ports already changed known to rollback. In dry-run mode the diffs go to the log only."""
     from workflows.rollouts.provisioning.services import (
         provisioning_cabling_confirmed,
         provisioning_node_links,
@@ -169,14 +171,23 @@ def configure_ports(ctx: StepContext) -> StepOutcome:
 
     def go(run: Any) -> StepOutcome:
         ctx.effect("links_connected", lambda: provisioning_cabling_confirmed(run))
-        pushed = [ctx.external(f"port_{link_id}", lambda link_id=link_id: provisioning_port_configure(run, link_id))
-                  for link_id in provisioning_node_links(run)]
-        ProvisioningRun.objects.filter(pk=run.pk).update(configured_ports=pushed)
+        pushed = []
+        for link_id in provisioning_node_links(run):
+            p = ctx.external(f"port_{link_id}", lambda link_id=link_id: provisioning_port_configure(run, link_id))
+            if p.get("dry_run") and p.get("commands"):
+                ctx.log(f"dry run, not applied: {p['switch']} {p['interface']}: {'; '.join(p['commands'])}\n"
+                        f"{p['unified']}")
+            pushed.append(p)
         applied = sum(1 for p in pushed if p.get("applied"))
         skipped = sum(1 for p in pushed if p.get("skipped"))
-        return Done(transition="ports_configured",
-                    message=f"{applied} port(s) changed, {len(pushed) - applied - skipped} already right"
-                            + (f", {skipped} skipped ({pushed[0]['skipped'] if skipped else ''})" if skipped else ""))
+        would = sum(1 for p in pushed if p.get("dry_run") and p.get("commands"))
+        right = len(pushed) - applied - skipped - would
+        parts = [f"{applied} port(s) changed", f"{right} already right"]
+        if would:
+            parts.append(f"{would} would change (dry run: SWITCH_CONFIG_DRY_RUN, nothing pushed; diffs in the log)")
+        if skipped:
+            parts.append(f"{skipped} skipped ({next(p['skipped'] for p in pushed if p.get('skipped'))})")
+        return Done(transition="ports_configured", message=", ".join(parts))
 
     return _guarded(ctx, "configure_ports", go)
 
@@ -287,11 +298,21 @@ def rollback(ctx: StepContext) -> StepOutcome:
 
     run = _run(ctx)
     ctx.external("os_cancel", lambda: provisioning_os_cancel(run))
-    for i, pushed in enumerate(run.configured_ports):
-        ctx.external(f"port_restore_{i}", lambda pushed=pushed: provisioning_ports_rollback(run, pushed))
+    # configured_ports holds every port a push changed (recorded as each was applied), so this restores exactly
+    # the ports touched, also when configure_ports failed halfway. Newest first; entries are only ever appended
+    # (or updated in place), so an index names the same port in every attempt.
+    restored = 0
+    for i, pushed in reversed(list(enumerate(run.configured_ports))):
+        done = ctx.external(f"port_restore_{i}", lambda pushed=pushed: provisioning_ports_rollback(run, pushed))
+        if done["restored"] is True:
+            restored += 1
+        elif done["restored"] is False:
+            ctx.log(f"{done['switch']} {done['interface']} not as it was after the restore: "
+                    f"{'; '.join(done.get('problems', [])) or 'running config differs'}", level="warning")
     undone = ctx.effect("undo_cmdb", lambda: provisioning_undo_cmdb(run))
-    return Done(message=f"{undone['links_removed']} planned link(s) removed, rack position "
-                        f"{'released' if undone['position_released'] else 'not ours (kept)'}; node back to received")
+    return Done(message=f"{restored} switch port(s) restored, {undone['links_removed']} planned link(s) removed, "
+                        f"rack position {'released' if undone['position_released'] else 'not ours (kept)'}; "
+                        "node back to received")
 
 
 @step("cancel_run", label="Release the node", time_limit_s=60)

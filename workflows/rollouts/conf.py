@@ -20,6 +20,17 @@ DEFAULTS: dict[str, Any] = {
     # The in-memory fake is the demo default; production: "integrations.switches.config_push.NetmikoConfigurator".
     "SWITCH_CONFIGURATOR": "integrations.switches.fakes.FakeSwitchConfigurator",
     "SWITCH_CONFIGURATOR_OPTIONS": {},
+    # True: provisioning only shows each port's diff (in the step log) and changes nothing, so a rollback has
+    # nothing to restore. The demo default; production sets False to apply, verify and keep rollback lines.
+    "SWITCH_CONFIG_DRY_RUN": True,
+    # MTU pushed on a node's leaf ports, by fabric kind; a kind not listed keeps its ports' MTU. InfiniBand is
+    # never listed: its MTU is negotiated by the subnet manager, not set on the switch port.
+    "SWITCH_PORT_MTU": {"roce": 9000},
+    # Per fabric (by name), what its ports get beyond that: {"vlan": 120, "mtu": 9216} for RoCE / Ethernet (the
+    # access VLAN; an MTU overriding SWITCH_PORT_MTU), {"pkey": "0x8001"} for InfiniBand (the partition; a
+    # configurator without partition support refuses it, which fails the step visibly). The CMDB has no such
+    # fields on Fabric or SwitchPort. A key that does not apply to the fabric's kind fails the step.
+    "SWITCH_PORT_FABRICS": {},
     # Hands a node to the PXE/OS install system.
     "OS_INSTALLER": "integrations.os_install.fake.FakeOsInstaller",
     "OS_INSTALLER_OPTIONS": {},

@@ -191,21 +191,91 @@ def _push_json(switch_name: str, result: ConfigPushResult) -> dict[str, Any]:
             "problems": list(result.problems)}
 
 
+def port_config_for(link: Link, hostname: str) -> PortConfig | None:
+    """The wanted state of the leaf port of `link`, from the fabric: None when provisioning leaves the port alone.
+
+    RoCE / Ethernet: description `<host>:<hca>`, enabled, MTU (SWITCH_PORT_FABRICS[fabric]["mtu"], else
+    SWITCH_PORT_MTU[fabric kind]) and the access VLAN where SWITCH_PORT_FABRICS names one. InfiniBand: the subnet
+    manager owns the port; only a PKey named in SWITCH_PORT_FABRICS is asked for. The CMDB holds no VLAN, PKey or
+    wanted MTU per fabric (SwitchPort.mtu is what discovery saw), hence the settings. Raises ProvisioningError for
+    a setting that does not apply to the fabric's kind (a VLAN on InfiniBand, a PKey on Ethernet).
+    """
+    fabric, port = link.fabric, link.b_switch_port
+    wanted = dict(rollouts_setting("SWITCH_PORT_FABRICS").get(fabric.name) or {})
+    unknown = sorted(set(wanted) - {"vlan", "mtu", "pkey"})
+    is_ib = fabric.kind == FabricKind.INFINIBAND
+    wrong = unknown + [k for k in (("vlan", "mtu") if is_ib else ("pkey",)) if wanted.get(k) is not None]
+    if wrong:
+        raise ProvisioningError(f"SWITCH_PORT_FABRICS[{fabric.name!r}] sets {', '.join(wrong)}, which does not apply "
+                                f"to a {fabric.get_kind_display()} fabric's switch ports; fix the setting")
+    if is_ib:
+        pkey = wanted.get("pkey")
+        return PortConfig(interface=port.name, pkey=str(pkey)) if pkey else None
+    nic = link.a_nic_port.nic if link.a_nic_port_id else None
+    mtu = wanted.get("mtu") or rollouts_setting("SWITCH_PORT_MTU").get(fabric.kind)
+    vlan = wanted.get("vlan")
+    return PortConfig(interface=port.name, description=f"{hostname}:{nic.name if nic else '?'}"[:80], enabled=True,
+                      mtu=int(mtu) if mtu else None, vlan=int(vlan) if vlan else None)
+
+
+def _port_key(entry: dict[str, Any]) -> tuple[str, str]:
+    return entry["switch"], entry["interface"]
+
+
+@transaction.atomic
+def _port_record(run: ProvisioningRun, entry: dict[str, Any]) -> dict[str, Any]:
+    """Remember durably that a port was changed (or re-checked), before anything else can fail.
+
+    One entry per port. A port already recorded keeps the lines of its first push (`before`, `rollback_commands`:
+    the port as it was before provisioning touched it); a later push only updates whether it verified."""
+    locked = ProvisioningRun.objects.select_for_update().get(pk=run.pk)
+    ports = list(locked.configured_ports)
+    for i, old in enumerate(ports):
+        if _port_key(old) == _port_key(entry):
+            keep = {k: old[k] for k in ("before", "commands", "unified", "rollback_commands") if old.get("applied")}
+            ports[i] = entry = {**entry, **keep, "applied": bool(old.get("applied") or entry.get("applied"))}
+            break
+    else:
+        ports.append(entry)
+    ProvisioningRun.objects.filter(pk=run.pk).update(configured_ports=ports)
+    run.configured_ports = ports
+    return entry
+
+
+def _port_recorded(run: ProvisioningRun, switch: str, interface: str) -> dict[str, Any] | None:
+    ports = ProvisioningRun.objects.filter(pk=run.pk).values_list("configured_ports", flat=True).first() or []
+    return next((p for p in ports if _port_key(p) == (switch, interface)), None)
+
+
 def provisioning_port_configure(run: ProvisioningRun, link_id: int) -> dict[str, Any]:
-    """Configure the leaf port of one of the node's links (description, enabled); returns what was pushed with
-    its rollback lines. InfiniBand leaves are skipped: their ports are managed by the subnet manager."""
+    """Push the leaf port config of one of the node's links (see `port_config_for`); returns the push with its
+    diff and rollback lines.
+
+    A port the push changed is recorded on the run before its verification is looked at, so a rollback restores
+    every port touched, including one whose verification failed. A port recorded as changed and verified by an
+    earlier attempt is not pushed again. With SWITCH_CONFIG_DRY_RUN the push only shows the diff: nothing changes
+    and nothing is recorded (a rollback has nothing to restore).
+    """
     link = Link.objects.select_related("fabric", "b_switch_port__switch", "a_nic_port__nic").get(pk=link_id)
     switch, port = link.b_switch_port.switch, link.b_switch_port
-    if link.fabric.kind == FabricKind.INFINIBAND:
+    change = port_config_for(link, run.hostname)
+    if change is None:
         return {"switch": switch.name, "interface": port.name, "skipped": "InfiniBand: the subnet manager owns it"}
-    nic = link.a_nic_port.nic if link.a_nic_port_id else None
-    change = PortConfig(interface=port.name, description=f"{run.hostname}:{nic.name if nic else '?'}"[:80],
-                        enabled=True)
-    result = switch_configurator_get().push(cli_target_for(switch), change, dry_run=False)
+    recorded = _port_recorded(run, switch.name, port.name)
+    if recorded and recorded.get("verified"):
+        return {**recorded, "already_done": True}
+    dry_run = bool(rollouts_setting("SWITCH_CONFIG_DRY_RUN"))
+    try:
+        result = switch_configurator_get().push(cli_target_for(switch), change, dry_run=dry_run)
+    except PermanentError as exc:
+        raise ProvisioningError(f"{switch} {port.name}: {exc}") from exc
+    pushed = {**_push_json(switch.name, result), "link_id": link_id, "dry_run": dry_run}
+    if result.applied or recorded:
+        pushed = _port_record(run, pushed)
     if result.applied and not result.verified:
         raise ProvisioningError(f"{switch} {port.name}: pushed but the running config differs: "
                                 f"{'; '.join(result.problems)}")
-    return _push_json(switch.name, result)
+    return pushed
 
 
 def provisioning_node_links(run: ProvisioningRun) -> list[int]:
@@ -214,7 +284,7 @@ def provisioning_node_links(run: ProvisioningRun) -> list[int]:
 
 
 def provisioning_ports_rollback(run: ProvisioningRun, pushed: dict[str, Any]) -> dict[str, Any]:
-    """Re-apply the lines a push replaced."""
+    """Re-apply the lines a push replaced, and note on the run's entry whether the port is as it was."""
     from cmdb.models import Switch
 
     if not pushed.get("applied"):
@@ -224,7 +294,9 @@ def provisioning_ports_rollback(run: ProvisioningRun, pushed: dict[str, Any]) ->
                       commands=tuple(pushed["commands"]), unified=pushed["unified"])
     result = switch_configurator_get().rollback(cli_target_for(switch), ConfigPushResult(
         diff=diff, applied=True, verified=True, rollback_commands=tuple(pushed["rollback_commands"])))
-    return {"switch": switch.name, "interface": diff.interface, "restored": result.verified}
+    _port_record(run, {**pushed, "restored": result.verified, "restore_problems": list(result.problems)})
+    return {"switch": switch.name, "interface": diff.interface, "restored": result.verified,
+            "problems": list(result.problems)}
 
 
 # --- 4. OS install ------------------------------------------------------------------------------------------------
@@ -440,6 +512,7 @@ __all__ = [
     "os_event_key",
     "os_image_for",
     "os_install_callback_record",
+    "port_config_for",
     "provisioning_cabling_confirmed",
     "provisioning_cancel",
     "provisioning_create",
