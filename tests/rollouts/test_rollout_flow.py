@@ -77,6 +77,14 @@ def test_rollout_canary_then_waves_failure_pauses_resume_completes_and_roll_back
     assert ("resume", bad_run.hostname) not in {(op, n) for op, n, _ in fakes.scheduler.log}  # left drained
     assert waves[2].node_runs.filter(state=NodeRunState.PENDING).count() == 4  # nothing after the pause started
 
+    # Resumed, the rollout goes on until the failed node's rack comes round again: it stays drained, so its rack
+    # mates wait (at most one node per rack out at once) and the rollout pauses, saying why.
+    fakes.run(rollout_resume, rollout=rollout)
+    rollout.refresh_from_db()
+    assert rollout.status == RolloutStatus.PAUSED
+    assert rollout.paused_reason.startswith("rack limit: ") and f"({bad_run.hostname})" in rollout.paused_reason
+    # Looked at and returned to service by a person (here: its card reseated), the rest can go.
+    m.Node.objects.filter(pk=bad_run.node_id).update(status="active", is_cordoned=False, cordon_reason="")
     fakes.run(rollout_resume, rollout=rollout)
     rollout.refresh_from_db()
     assert rollout.status == RolloutStatus.COMPLETED
@@ -217,3 +225,61 @@ def test_abort_lets_nodes_in_flight_finish_then_releases_locks(demo_fleet, fakes
     assert rollout.status == RolloutStatus.ABORTED
     assert not NodeLock.objects.filter(owner_key=rollout.lock_key, released_at__isnull=True).exists()
     assert node_steps_sweep() == {"due": 0, "stuck": 0, "lost": 0}
+
+
+def _most_drained_per_rack(log) -> int:
+    """Replay the scheduler's drain/resume log: the most nodes of one rack out of service at any moment."""
+    rack_of = dict(m.Node.objects.values_list("hostname", "rack__name"))
+    drained: set[str] = set()
+    most = 0
+    for op, host, _reason in log:
+        (drained.add if op == "drain" else drained.discard)(host)
+        per_rack: dict[str, int] = {}
+        for h in drained:
+            per_rack[rack_of[h]] = per_rack.get(rack_of[h], 0) + 1
+        most = max([most, *per_rack.values()])
+    return most
+
+
+def test_a_failed_node_left_drained_keeps_counting_against_its_rack(demo_fleet, fakes):
+    """max_per_rack=1 and a failure budget of 1: sh1-h100-0003 fails and stays in maintenance. Later waves must not
+    drain another node of its rack while it is out; the rollout pauses saying so, and goes on once the node is
+    back in service."""
+    rollout = _create(NodeSelector(clusters=("sh1-train",)), failure_budget=1)
+    bad = NodeRun.objects.get(rollout=rollout, hostname="sh1-h100-0003")
+    rack = m.Node.objects.get(hostname="sh1-h100-0003").rack
+    mates = set(m.Node.objects.filter(rack=rack).exclude(hostname="sh1-h100-0003").values_list("hostname", flat=True))
+    later = set(rollout.node_runs.filter(wave__index__gt=bad.wave.index, hostname__in=mates)
+                .values_list("hostname", flat=True))
+    assert later, "the plan must put a rack mate of the failing node in a later wave"
+    fakes.agent.bad_cards["sh1-h100-0003"] = m.Accelerator.objects.filter(
+        node__hostname="sh1-h100-0003").order_by("slot_index").first().serial
+
+    fakes.run(rollout_start, rollout=rollout)
+    rollout.refresh_from_db()
+    bad.refresh_from_db()
+    assert bad.state == NodeRunState.FAILED
+    assert m.Node.objects.get(hostname="sh1-h100-0003").status == "maintenance"
+    assert _most_drained_per_rack(fakes.scheduler.log) == 1
+    assert rollout.status == RolloutStatus.PAUSED
+    assert rollout.paused_reason.startswith("rack limit: ")
+    assert f"rack {rack.name} has 1 node(s) of this rollout out of service (sh1-h100-0003)" in rollout.paused_reason
+    assert "return the failed nodes to service" in rollout.paused_reason
+    waiting = set(rollout.node_runs.filter(state=NodeRunState.PENDING).values_list("hostname", flat=True))
+    assert waiting & later
+
+    # Resuming changes nothing while the node is still out: the rollout pauses again with the same reason.
+    fakes.run(rollout_resume, rollout=rollout)
+    rollout.refresh_from_db()
+    assert rollout.status == RolloutStatus.PAUSED and rollout.paused_reason.startswith("rack limit: ")
+
+    # A person repairs it and returns it to service: the rack has room, the rollout finishes.
+    m.Node.objects.filter(hostname="sh1-h100-0003").update(status="active", is_cordoned=False, cordon_reason="")
+    returned_at = len(fakes.scheduler.log)
+    fakes.run(rollout_resume, rollout=rollout)
+    rollout.refresh_from_db()
+    assert rollout.status == RolloutStatus.COMPLETED
+    log = list(fakes.scheduler.log)
+    log.insert(returned_at, ("resume", "sh1-h100-0003", "returned to service by a person"))
+    assert _most_drained_per_rack(log) == 1
+    assert later <= set(rollout.node_runs.filter(state=NodeRunState.SUCCEEDED).values_list("hostname", flat=True))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 import pytest
@@ -14,6 +15,7 @@ from workflows.rollouts.planning import (
     PackageFacts,
     PlanOptions,
     RefusalCode,
+    nodes_admit,
     plan_build,
     revert_waves,
 )
@@ -198,3 +200,89 @@ def test_capacity_limits_hold_in_every_wave(fleet, options):
         assert n.installed_version not in (None, PACKAGE.version)
     # Planning is deterministic.
     assert plan_build(nodes, clusters, PACKAGE, options) == plan
+
+
+# --- run time: failed nodes stay drained ------------------------------------------------------------------------
+
+
+def test_admission_counts_failed_nodes_left_drained_against_rack_and_cluster():
+    pending = [node(10, rack=1), node(11, rack=2), node(12, rack=3)]
+    failed = [node(1, rack=1, status="maintenance", is_cordoned=True)]
+    options = PlanOptions(max_per_rack=1, max_per_cluster=2)
+    admission = nodes_admit(pending, failed, {1: 10}, options, cluster_names={1: "c1"}, rack_names={1: "r1"})
+    # Rack 1 holds the failed node; the cluster has room for one more beside it.
+    assert admission.started == (11,)
+    assert admission.waiting == (
+        "rack limit: n0010 waits: rack r1 has 1 node(s) of this rollout out of service (n0001), at most 1 at once",
+        "cluster limit: n0012 waits: c1 has 2 node(s) of this rollout out of service (n0001, n0011), at most 2 at "
+        "once")
+    # The floor: node 11 takes the last node of headroom, node 12 waits for it.
+    floor = nodes_admit(pending[1:], [], {1: 1}, PlanOptions(max_per_rack=None))
+    assert floor.started == (11,) and floor.waiting[0].startswith("capacity floor: n0012 waits")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fleet=fleets(), options=options_strategy, data=st.data())
+def test_run_time_limits_hold_while_failed_nodes_stay_drained(fleet, options, data):
+    """Run the plan the way the runner does: before each start, `nodes_admit` with the rollout's nodes out of
+    service (in flight, or failed and left drained); nodes finish in random batches, each succeeding (back in
+    service) or failing (left drained). At every moment: per rack and per cluster no more of the rollout's nodes
+    out than the limits, no cluster below its floor. When nothing can move, a person either gives up (abort) or
+    returns the failed nodes to service, after which the wave always goes on."""
+    nodes, clusters = fleet
+    plan = plan_build(nodes, clusters, PACKAGE, options)
+    by_id = {n.id: n for n in nodes}
+    facts = {c.id: c for c in clusters}
+    available = {c.id: c.available for c in clusters}
+    drained: dict[int, NodeFacts] = {}  # the rollout's nodes out of service: in flight or failed
+    in_flight: set[int] = set()
+
+    def check() -> None:
+        out = list(drained.values())
+        if options.max_per_rack is not None:
+            per_rack = Counter(n.rack_id for n in out if n.rack_id is not None)
+            assert max(per_rack.values(), default=0) <= options.max_per_rack
+        if options.max_per_cluster is not None:
+            assert max(Counter(n.cluster_id for n in out).values(), default=0) <= options.max_per_cluster
+        for cid, c in facts.items():
+            assert available[cid] >= min(c.available, c.required_available), (cid, available[cid], c)
+
+    for wave in plan.waves:
+        pending = list(wave.node_ids)
+        for _guard in range(4 * len(pending) + 8):
+            if not pending and not in_flight:
+                break
+            headroom = {cid: max(0, available[cid] - facts[cid].required_available) for cid in facts}
+            admission = nodes_admit([by_id[i] for i in pending], list(drained.values()), headroom, options)
+            for i in admission.started:
+                n = by_id[i]
+                drained[i] = dataclasses.replace(n, status="draining")
+                in_flight.add(i)
+                if n.cluster_id is not None:
+                    available[n.cluster_id] -= 1  # planned nodes are active and uncordoned
+            pending = [i for i in pending if i not in set(admission.started)]
+            assert len(admission.waiting) == len(pending)
+            check()
+            if in_flight:
+                finishing = data.draw(st.sets(st.sampled_from(sorted(in_flight)), min_size=1))
+                for i in finishing:
+                    in_flight.discard(i)
+                    if data.draw(st.booleans()):  # succeeded: back in service
+                        del drained[i]
+                        if by_id[i].cluster_id is not None:
+                            available[by_id[i].cluster_id] += 1
+                check()
+            elif pending:
+                # Stuck: the runner pauses with the first waiting line. A person aborts, or returns the failed
+                # nodes to service and resumes: then the wave fits again, as planned.
+                assert admission.waiting and not admission.started
+                if data.draw(st.booleans()):
+                    return
+                for i in list(drained):
+                    del drained[i]
+                    if by_id[i].cluster_id is not None:
+                        available[by_id[i].cluster_id] += 1
+                headroom = {cid: max(0, available[cid] - facts[cid].required_available) for cid in facts}
+                assert nodes_admit([by_id[i] for i in pending], [], headroom, options).started
+        else:
+            raise AssertionError("the simulated wave did not finish")

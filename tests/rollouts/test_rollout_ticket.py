@@ -72,6 +72,12 @@ def test_budget_pauses_the_ticket_and_resume_finishes_it(demo_fleet, fakes, peop
     assert ticket.state == "paused"
     assert "failure budget" in ticket.rollout.paused_reason
     ticket = _take(fakes, ticket, "resume", lead, note="kernel module issue is host-specific")
+    # The failed node stays drained and holds its rack's one slot: its rack mate waits, the ticket pauses again.
+    assert ticket.state == "paused"
+    assert ticket.rollout.paused_reason.startswith("rack limit: ") and f"({bad.hostname})" in \
+        ticket.rollout.paused_reason
+    m.Node.objects.filter(pk=bad.node_id).update(status="active", is_cordoned=False, cordon_reason="")
+    ticket = _take(fakes, ticket, "resume", lead, note="module rebuilt by hand; node back in service")
     assert ticket.state == "completed"
     ticket = _take(fakes, ticket, "close", lead)
     assert ticket.state == "closed" and not ticket.is_open

@@ -357,9 +357,11 @@ CREATE_FIELDS = (
     Field("wave_size", "Wave size (nodes)", kind="int", required=False, help_text="Or a percentage below."),
     Field("wave_percent", "Wave size (% of nodes)", kind="int", required=False, help_text="Default 10."),
     Field("max_per_cluster", "Max drained at once per cluster", kind="int", required=False,
-          help_text="Never more than the cluster's capacity floor allows; empty or 0: the floor alone."),
+          help_text="Never more than the cluster's capacity floor allows; empty or 0: the floor alone. A failed "
+                    "node left drained counts until it is back in service."),
     Field("max_per_rack", "Max drained at once per rack", kind="int", required=False,
-          help_text="Default 1; 0: no limit per rack."),
+          help_text="Default 1; 0: no limit per rack. A failed node left drained counts until it is back in "
+                    "service."),
     Field("failure_budget", "Failures per wave before pausing", kind="int", required=False,
           help_text="Default 1; the canary tolerates none."),
     Field("pause_after_canary", "Pause after the canary", kind="bool", required=False),

@@ -21,8 +21,9 @@ The rules, in order:
    through the fleet evenly instead of emptying one rack or cluster first.
 
 Waves run one after another (a wave starts when every node of the previous one finished), so the per-wave
-limits are limits on nodes drained at once. The runner re-checks the floor against live data before it
-drains each node (a failed node stays drained, other changes drain nodes too).
+limits are limits on nodes drained at once. Before it drains a node the runner checks the same limits against
+live data (`nodes_admit`): a failed node stays drained and keeps counting against its rack and cluster, and
+other changes drain nodes too (the floor).
 """
 
 from __future__ import annotations
@@ -399,8 +400,90 @@ def revert_waves(ordered: Sequence[NodeFacts], target: int, cluster_limits: Mapp
     return waves
 
 
+# --- run time -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Admission:
+    """Which pending nodes may be drained now (ids, in order) and why each of the others waits (for people)."""
+
+    started: tuple[int, ...]
+    waiting: tuple[str, ...]
+
+
+# Prefixes of Admission.waiting lines: what holds a node back.
+WAIT_FLOOR = "capacity floor"
+WAIT_CLUSTER = "cluster limit"
+WAIT_RACK = "rack limit"
+
+
+def nodes_admit(pending: Sequence[NodeFacts], out_of_service: Iterable[NodeFacts], headroom: Mapping[int, int],
+                options: PlanOptions, *, cluster_names: Mapping[int, str] | None = None,
+                rack_names: Mapping[int, str] | None = None) -> Admission:
+    """The runner's live check before it drains the pending nodes of a wave: take them in order, start each one
+    that fits, hold back the others.
+
+    The plan kept each wave within the limits, but at run time the rollout's own nodes are not all back: a failed
+    node is left drained (by design) and nodes of the wave before may still be in flight. `out_of_service` are
+    those nodes of this rollout, out of service now; they count against `max_per_cluster` (nodes without a
+    cluster share one count, as in the plan) and `max_per_rack` until a person returns them to service.
+    `headroom` is each cluster's live room above its capacity floor (ClusterFacts.headroom, counting every
+    unschedulable node whatever the cause); a node schedulable now takes one from it, a node already out of
+    service (status or cordon) takes none. Pure: the runner passes database facts, the property test simulated
+    ones.
+    """
+    clusters: Counter[int | None] = Counter()
+    racks: Counter[int] = Counter()
+    holders: dict[tuple[str, int | None], list[str]] = defaultdict(list)  # who holds the room, for the message
+
+    def take(n: NodeFacts) -> None:
+        clusters[n.cluster_id] += 1
+        holders[("cluster", n.cluster_id)].append(n.hostname)
+        if n.rack_id is not None:
+            racks[n.rack_id] += 1
+            holders[("rack", n.rack_id)].append(n.hostname)
+
+    for n in out_of_service:
+        take(n)
+    room = dict(headroom)
+    cnames, rnames = cluster_names or {}, rack_names or {}
+    started: list[int] = []
+    waiting: list[str] = []
+
+    def who(key: tuple[str, int | None]) -> str:
+        names = holders[key]
+        return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+    for n in pending:
+        cname = cnames.get(n.cluster_id, f"cluster #{n.cluster_id}") if n.cluster_id is not None else "(no cluster)"
+        schedulable = n.status == "active" and not n.is_cordoned
+        if n.cluster_id is not None and schedulable and room.get(n.cluster_id, 0) <= 0:
+            waiting.append(f"{WAIT_FLOOR}: {n.hostname} waits: draining it would take {cname} below its capacity "
+                           "floor")
+            continue
+        if options.max_per_cluster is not None and clusters[n.cluster_id] >= options.max_per_cluster:
+            waiting.append(f"{WAIT_CLUSTER}: {n.hostname} waits: {cname} has {clusters[n.cluster_id]} node(s) of "
+                           f"this rollout out of service ({who(('cluster', n.cluster_id))}), at most "
+                           f"{options.max_per_cluster} at once")
+            continue
+        if n.rack_id is not None and options.max_per_rack is not None and racks[n.rack_id] >= options.max_per_rack:
+            waiting.append(f"{WAIT_RACK}: {n.hostname} waits: rack {rnames.get(n.rack_id, n.rack_id)} has "
+                           f"{racks[n.rack_id]} node(s) of this rollout out of service ({who(('rack', n.rack_id))}), "
+                           f"at most {options.max_per_rack} at once")
+            continue
+        if n.cluster_id is not None and schedulable:
+            room[n.cluster_id] = room.get(n.cluster_id, 0) - 1
+        take(n)
+        started.append(n.id)
+    return Admission(started=tuple(started), waiting=tuple(waiting))
+
+
 __all__ = [
     "CANARY_TAG",
+    "WAIT_CLUSTER",
+    "WAIT_FLOOR",
+    "WAIT_RACK",
+    "Admission",
     "ClusterFacts",
     "NodeFacts",
     "PackageFacts",
@@ -410,6 +493,7 @@ __all__ = [
     "Refusal",
     "RefusalCode",
     "cluster_limits_for",
+    "nodes_admit",
     "plan_build",
     "revert_waves",
 ]

@@ -6,7 +6,7 @@ watcher step) with `transaction.on_commit`. The state machine of a rollout:
 
     preparing --prepare (waves, node runs, node locks written)--> planned
     planned --start--> running --wave done--> running (next wave) ... --last wave done--> completed
-    running --failures over the wave's budget / floor would break--> paused (automatically, with the reason)
+    running --failures over the wave's budget / nothing pending fits the limits--> paused (with the reason)
     running --pause--> paused --resume--> running
     running|paused --abort--> aborting (nodes in flight finish) --> aborted
     paused|completed|aborted --roll back all--> rolling_back --> rolled_back
@@ -31,7 +31,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from cmdb.models import Cluster, DriverPackage, NodeStatus
+from cmdb.models import Cluster, DriverPackage, NodeStatus, Rack
 from cmdb.services.nodes import nodes_set_status
 from gpuops.context import new_correlation_id
 
@@ -49,8 +49,18 @@ from .models import (
     WaveStatus,
 )
 from .options import RolloutOptions
-from .planning import NodeFacts, Plan, Refusal, RefusalCode, plan_build, revert_waves
-from .selectors import NodeSelector, cluster_facts, node_facts, nodes_select, package_facts
+from .planning import (
+    WAIT_CLUSTER,
+    WAIT_RACK,
+    NodeFacts,
+    Plan,
+    Refusal,
+    RefusalCode,
+    nodes_admit,
+    plan_build,
+    revert_waves,
+)
+from .selectors import IN_SERVICE_STATUSES, NodeSelector, cluster_facts, node_facts, nodes_select, package_facts
 
 # Rows per INSERT of fleet-sized bulk writes: a bounded statement on PostgreSQL (Django lowers it further on SQLite,
 # to its limit of bound variables).
@@ -420,8 +430,10 @@ def _advance_running(rollout: Rollout) -> str:
         if counts["pending"]:
             started, blocked = _nodes_start(rollout, wave)
             if not started and not counts["in_flight"] and blocked:
-                reason = f"capacity floor: {blocked[0]}" + (f" (and {len(blocked) - 1} more)" if len(blocked) > 1
-                                                            else "")
+                # Nothing moves until a person acts: say what holds the wave back rather than wait silently.
+                reason = blocked[0] + (f" (and {len(blocked) - 1} more)" if len(blocked) > 1 else "")
+                if any(b.startswith((WAIT_RACK, WAIT_CLUSTER)) for b in blocked):
+                    reason += "; return the failed nodes to service (or to repair/RMA), then resume"
                 _status_set(rollout, RolloutStatus.PAUSED, reason=reason)
                 return f"paused: {reason}"
             return f"wave {wave.index}: started {len(started)}, blocked {len(blocked)}"
@@ -440,13 +452,30 @@ def _advance_running(rollout: Rollout) -> str:
     return final
 
 
+def _out_of_service(rollout: Rollout, wave: RolloutWave) -> list[NodeFacts]:
+    """This rollout's nodes that are out of service now and count against its cluster and rack limits: nodes in
+    flight, and nodes that failed and were left drained, until a person returns them to service (active and not
+    cordoned) or takes them out of it (rma, decommissioned). A revert wave counts only the nodes in flight: the
+    failed nodes are back at their previous version already, and "roll back all" must not wait on their repair."""
+    counted = Q(state__in=IN_FLIGHT_NODE_STATES)
+    if wave.kind != WaveKind.REVERT:
+        unschedulable = (Q(node__status__in=[s for s in IN_SERVICE_STATUSES if s != NodeStatus.ACTIVE])
+                         | Q(node__status=NodeStatus.ACTIVE, node__is_cordoned=True))
+        counted |= Q(state=NodeRunState.FAILED) & unschedulable
+    rows = rollout.node_runs.filter(counted, node__isnull=False).values_list("node_id", "hostname",
+                                                                            "node__cluster_id", "node__rack_id")
+    return [NodeFacts(id=n, hostname=h, cluster_id=c, rack_id=r, accelerator_model_ids=(), installed_version=None)
+            for n, h, c, r in rows]
+
+
 def _nodes_start(rollout: Rollout, wave: RolloutWave) -> tuple[list[NodeRun], list[str]]:
-    """Start the wave's pending nodes that the live capacity floor allows; return (started, why others wait).
+    """Start the wave's pending nodes that the live limits allow (`planning.nodes_admit`: capacity floor, nodes of
+    this rollout out of service per cluster and per rack); return (started, why the others wait).
 
     The clusters' rows are locked (in id order, so two rollouts cannot deadlock) while we count schedulable
     nodes and mark ours draining: two rollouts in the same cluster cannot both take the last node above the
     floor. The plan promised the wave fits; this re-check holds the promise when failed nodes stay drained or
-    other changes drained nodes since.
+    other changes drained nodes since. The rollout row is locked by the caller, so our own counts cannot race.
     """
     from .runner import step_publish_on_commit
 
@@ -456,24 +485,23 @@ def _nodes_start(rollout: Rollout, wave: RolloutWave) -> tuple[list[NodeRun], li
         NodeRun.objects.filter(pk__in=[r.pk for r in gone]).update(
             state=NodeRunState.CANCELLED, error="node deleted", finished_at=timezone.now())
     runs = [r for r in runs if r.node is not None]
+    if not runs:
+        return [], []
     cluster_ids = sorted({r.node.cluster_id for r in runs if r.node.cluster_id is not None})
     list(Cluster.objects.select_for_update().filter(pk__in=cluster_ids).order_by("pk"))
     headroom = {c.id: c.headroom for c in cluster_facts(cluster_ids)}
     names = dict(Cluster.objects.filter(pk__in=cluster_ids).values_list("pk", "name"))
-    started: list[NodeRun] = []
-    blocked: list[str] = []
-    for run in runs:
-        cid = run.node.cluster_id
-        node_available = run.node.status == NodeStatus.ACTIVE and not run.node.is_cordoned
-        if cid is not None and node_available:
-            if headroom.get(cid, 0) <= 0:
-                blocked.append(f"{run.hostname} waits: draining it would take {names.get(cid, cid)} below its "
-                               "capacity floor")
-                continue
-            headroom[cid] -= 1
-        started.append(run)
+    rack_ids = {r.node.rack_id for r in runs if r.node.rack_id is not None}
+    racks = dict(Rack.objects.filter(pk__in=rack_ids).values_list("pk", "name"))
+    pending = [NodeFacts(id=r.node_id, hostname=r.hostname, cluster_id=r.node.cluster_id, rack_id=r.node.rack_id,
+                         accelerator_model_ids=(), installed_version=None, status=r.node.status,
+                         is_cordoned=r.node.is_cordoned) for r in runs]
+    admission = nodes_admit(pending, _out_of_service(rollout, wave), headroom,
+                            RolloutOptions.from_dict(rollout.options).plan, cluster_names=names, rack_names=racks)
+    admitted = set(admission.started)
+    started = [r for r in runs if r.node_id in admitted]
     if not started:
-        return started, blocked
+        return started, list(admission.waiting)
     now = timezone.now()
     reason = drain_reason(rollout)
     for run in started:
@@ -485,7 +513,7 @@ def _nodes_start(rollout: Rollout, wave: RolloutWave) -> tuple[list[NodeRun], li
     steps = NodeStep.objects.bulk_create([NodeStep(node_run=r, name="drain") for r in started])
     for step in steps:
         step_publish_on_commit(step)
-    return started, blocked
+    return started, list(admission.waiting)
 
 
 def rollouts_advance_active() -> int:
