@@ -154,4 +154,6 @@ def test_nvue_rejected_command_is_permanent_and_leaves_no_pending_revision(cumul
     with pytest.raises(PermanentError, match="rejected"):
         NetmikoConfigurator().push(cumulus_target, PortConfig("swp2", description="x", mtu=99999), dry_run=False)
     assert cumulus.state.nvue["swp2"] == {"type": "swp"}
-    assert cumulus.state.nvue_pending is None and cumulus.state.commands_seen[-1] == "nv config detach"
+    nv_commands = [c for c in cumulus.state.commands_seen if c.startswith("nv ")]
+    assert cumulus.state.nvue_pending is None and nv_commands[-1] == "nv config detach"
+    assert "nv config apply -y" not in nv_commands[nv_commands.index("nv set interface swp2 description x"):]
