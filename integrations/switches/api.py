@@ -1,12 +1,11 @@
 """Cabling report API: `GET fabrics/<id>/cabling/` (summary + filtered findings) and
-`POST fabrics/<id>/cabling/tickets/` (one incident ticket per miswired switch port, deduplicated)."""
+`POST fabrics/<id>/cabling/tickets/` (one cabling repair ticket per cabling fault, deduplicated)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from django.db import transaction
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, serializers, status
@@ -15,36 +14,20 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from cmdb.models import Fabric, Link, Node, Switch
+from cmdb.models import Fabric
 
-from .cabling import CablingSummary, Finding, FindingKind, device_key
-from .cabling_service import fabric_cabling_report
+from .cabling import CablingSummary, Finding, FindingKind
+from .cabling_faults import FaultKind
+from .cabling_service import fabric_cabling_report, findings_filter
+from .cabling_tickets import FaultTicket, cabling_tickets_open
+
+__all__ = ["KIND_CHOICES", "FabricCablingTicketsView", "FabricCablingView", "finding_dict", "findings_filter",
+           "summary_dict"]
 
 KIND_CHOICES = [k.value for k in FindingKind]
 
 
-# --- filtering and serialising (shared with the HTML views) ---------------------------------------------------
-
-def findings_filter(findings: Iterable[Finding], params: Mapping[str, Any]) -> list[Finding]:
-    """`kind` (a finding kind, or `problems`), `switch` (name contains), `node` (expected or found host name
-    contains); empty values do not filter."""
-    kind = (params.get("kind") or "").strip()
-    switch = (params.get("switch") or "").strip().lower()
-    node = device_key(params.get("node") or "")
-    out = []
-    for f in findings:
-        if kind == "problems" and not f.is_problem:
-            continue
-        if kind and kind != "problems" and f.kind.value != kind:
-            continue
-        if switch and switch not in f.switch.lower():
-            continue
-        if node and not any(ep is not None and ep.kind == "node" and node in ep.device.lower()
-                            for ep in (f.expected, f.found)):
-            continue
-        out.append(f)
-    return out
-
+# --- serialising (shared with the HTML views) -----------------------------------------------------------------
 
 def finding_dict(f: Finding) -> dict[str, Any]:
     return {
@@ -98,15 +81,18 @@ class CablingReportSerializer(serializers.Serializer):
 
 
 class CablingTicketSerializer(serializers.Serializer):
-    switch = serializers.CharField()
-    port = serializers.CharField()
-    ticket = serializers.CharField(help_text="Ticket reference, e.g. INC-12.")
+    kind = serializers.ChoiceField(choices=[k.value for k in FaultKind],
+                                   help_text="crossed (two cables to swap), moved (one cable to move), miswired, "
+                                             "missing or unexpected.")
+    ports = serializers.ListField(child=serializers.CharField(), help_text="The fault's switch ports, switch:port.")
+    title = serializers.CharField()
+    ticket = serializers.CharField(help_text="Ticket reference, e.g. CAB-12.")
     ticket_id = serializers.IntegerField()
 
 
 class CablingTicketsSerializer(serializers.Serializer):
     created = CablingTicketSerializer(many=True)
-    existing = CablingTicketSerializer(many=True, help_text="Miswires that already have an open ticket.")
+    existing = CablingTicketSerializer(many=True, help_text="Faults that already have an open cabling ticket.")
 
 
 FILTERS = [
@@ -127,9 +113,7 @@ class FabricCablingView(APIView):
                    tags=["switches"])
     def get(self, request: Request, pk: int) -> Response:
         fabric = get_object_or_404(Fabric, pk=pk)
-        kind = request.query_params.get("kind", "")
-        if kind and kind not in (*KIND_CHOICES, "problems"):
-            raise exceptions.ValidationError({"kind": [f"One of {', '.join([*KIND_CHOICES, 'problems'])}."]})
+        _kind_checked(request.query_params)
         findings = fabric_cabling_report(fabric)
         shown = findings_filter(findings, request.query_params)
         return Response(CablingReportSerializer({
@@ -138,56 +122,40 @@ class FabricCablingView(APIView):
         }).data)
 
 
-def cabling_dedup_key(fabric: Fabric, switch: str, port: str) -> str:
-    return f"cabling:{fabric.pk}:{switch}:{port}"
+def fault_ticket_dict(result: FaultTicket) -> dict[str, Any]:
+    return {"kind": result.fault.kind.value, "ports": [str(p) for p in result.fault.ports],
+            "title": result.fault.title, "ticket": result.reference, "ticket_id": result.ticket_id}
+
+
+def _kind_checked(params: Mapping[str, Any]) -> None:
+    kind = params.get("kind", "")
+    if kind and kind not in (*KIND_CHOICES, "problems"):
+        raise exceptions.ValidationError({"kind": [f"One of {', '.join([*KIND_CHOICES, 'problems'])}."]})
 
 
 class FabricCablingTicketsView(APIView):
-    """Open one incident ticket per miswired switch port; a port with an open ticket gets no second one."""
+    """Open one cabling repair ticket per cabling fault (a crossed pair is one fault); a fault with an open
+    ticket gets no second one."""
 
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(operation_id="fabric_cabling_tickets", request=None, tags=["switches"],
+    @extend_schema(operation_id="fabric_cabling_tickets", request=None, parameters=FILTERS, tags=["switches"],
                    responses={201: CablingTicketsSerializer, 200: CablingTicketsSerializer})
     def post(self, request: Request, pk: int) -> Response:
         from workflows import engine
-        from workflows.models import LinkRole, Ticket
 
         fabric = get_object_or_404(Fabric, pk=pk)
-        miswired = [f for f in fabric_cabling_report(fabric) if f.kind == FindingKind.MISWIRED]
-        switches = {s.name: s for s in Switch.objects.filter(fabric=fabric, name__in={f.switch for f in miswired})}
-        created, existing = [], []
-        for f in miswired:
-            key = cabling_dedup_key(fabric, f.switch, f.port)
-            twin = Ticket.objects.filter(dedup_key=key, is_open=True).first()
-            if twin is not None:
-                existing.append({"switch": f.switch, "port": f.port, "ticket": twin.reference, "ticket_id": twin.pk})
-                continue
-            links: list[tuple[str, Any]] = []
-            if (switch := switches.get(f.switch)) is not None:
-                links.append((LinkRole.SUBJECT, switch))
-            planned = Link.objects.filter(b_switch_port__switch__name=f.switch, b_switch_port__name=f.port).first()
-            if planned is not None:
-                links.append((LinkRole.RELATED, planned))
-            hosts = [ep.device for ep in (f.expected, f.found) if ep is not None and ep.kind == "node"]
-            links += [(LinkRole.SUBJECT, n) for n in Node.objects.filter(hostname__in=hosts).order_by("hostname")]
-            title = f"Miswired cable on {f.switch}:{f.port}"
-            description = "\n".join([
-                f"Cabling validation of fabric {fabric.name} found a miswire.", "",
-                f"- expected: {f.expected}", f"- found: {f.found}",
-                *([f"- crossed with: {f.swap_partner}"] if f.swap_partner else []),
-                *([f"- the views disagree: {f.conflict}"] if f.conflict else []),
-                *([f"- {f.rail_violation}"] if f.rail_violation else []),
-            ])
-            try:
-                with transaction.atomic():
-                    ticket = engine.ticket_create(type_="incident", title=title, description=description,
-                                                  requester=request.user, links=links, dedup_key=key,
-                                                  priority="high")
-            except engine.ForbiddenError as exc:
-                raise exceptions.PermissionDenied(exc.errors[0]) from exc
-            except engine.WorkflowError as exc:
-                raise exceptions.ValidationError({"non_field_errors": list(exc.errors)}) from exc
-            created.append({"switch": f.switch, "port": f.port, "ticket": ticket.reference, "ticket_id": ticket.pk})
+        # The report's filters narrow which faults get a ticket: from the query string or the body.
+        body = request.data if isinstance(request.data, Mapping) else {}
+        params = {k: request.query_params.get(k) or str(body.get(k) or "") for k in ("kind", "switch", "node")}
+        _kind_checked(params)
+        try:
+            results = cabling_tickets_open(fabric, requester=request.user, params=params)
+        except engine.ForbiddenError as exc:
+            raise exceptions.PermissionDenied(exc.errors[0]) from exc
+        except engine.WorkflowError as exc:
+            raise exceptions.ValidationError({"non_field_errors": list(exc.errors)}) from exc
+        created = [fault_ticket_dict(r) for r in results if r.created]
+        existing = [fault_ticket_dict(r) for r in results if not r.created]
         return Response(CablingTicketsSerializer({"created": created, "existing": existing}).data,
                         status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)

@@ -9,6 +9,9 @@ the fabric's switches, or whose host interface is planned in the fabric - wherev
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -168,3 +171,24 @@ def _links_status_update(links: list[Link], findings: list[Finding]) -> int:
         Link.objects.bulk_update([link for _, link in changed], ["status", "version", "updated_at"])
         records_write(records_for_bulk(updated=changed, reason="cabling validation"))
     return len(changed)
+
+
+def findings_filter(findings: Iterable[Finding], params: Mapping[str, Any]) -> list[Finding]:
+    """`kind` (a finding kind, or `problems`), `switch` (name contains), `node` (expected or found host name
+    contains); empty values do not filter."""
+    kind = (params.get("kind") or "").strip()
+    switch = (params.get("switch") or "").strip().lower()
+    node = device_key(params.get("node") or "")
+    out = []
+    for f in findings:
+        if kind == "problems" and not f.is_problem:
+            continue
+        if kind and kind != "problems" and f.kind.value != kind:
+            continue
+        if switch and switch not in f.switch.lower():
+            continue
+        if node and not any(ep is not None and ep.kind == "node" and node in ep.device.lower()
+                            for ep in (f.expected, f.found)):
+            continue
+        out.append(f)
+    return out

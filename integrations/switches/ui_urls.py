@@ -9,4 +9,5 @@ app_name = "fabrics"
 urlpatterns = [
     path("", views.fabric_list, name="fabric-list"),
     path("<int:pk>/cabling/", views.fabric_cabling, name="fabric-cabling"),
+    path("<int:pk>/cabling/tickets/", views.fabric_cabling_tickets, name="fabric-cabling-tickets"),
 ]

@@ -1,17 +1,27 @@
-"""Fabric pages: the list of fabrics and one fabric's cabling report (planned vs observed)."""
+"""Fabric pages: the list of fabrics, one fabric's cabling report (planned vs observed), and its button that opens
+a cabling repair ticket per fault."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from urllib.parse import urlencode
+
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Max, Q
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
 
 from cmdb.models import Fabric
 
-from .api import KIND_CHOICES, findings_filter, summary_dict
+from .api import KIND_CHOICES, summary_dict
 from .cabling import FindingKind
-from .cabling_service import fabric_cabling_report
+from .cabling_faults import cabling_faults
+from .cabling_service import fabric_cabling_report, findings_filter
+from .cabling_tickets import cabling_tickets_open
 from .models import PollRun, PollStatus
 
 TONES = {"ok": "done", "missing": "waiting", "miswired": "rejected", "unexpected": "approval",
@@ -30,17 +40,56 @@ def fabric_list(request: HttpRequest) -> HttpResponse:
     return render(request, "switches/fabric_list.html", {"rows": rows})
 
 
-@login_required
-def fabric_cabling(request: HttpRequest, pk: int) -> HttpResponse:
-    fabric = get_object_or_404(Fabric.objects.select_related("site"), pk=pk)
-    findings = fabric_cabling_report(fabric)
-    filters = {k: request.GET.get(k, "").strip() for k in ("kind", "switch", "node")}
+def _filters(params: Mapping[str, str]) -> dict[str, str]:
+    filters = {k: params.get(k, "").strip() for k in ("kind", "switch", "node")}
     if filters["kind"] not in ("", "problems", *KIND_CHOICES):
         filters["kind"] = ""
+    return filters
+
+
+@login_required
+def fabric_cabling(request: HttpRequest, pk: int) -> HttpResponse:
+    from workflows.definitions.cabling import open_tickets_by_port
+
+    fabric = get_object_or_404(Fabric.objects.select_related("site"), pk=pk)
+    findings = fabric_cabling_report(fabric)
+    filters = _filters(request.GET)
     shown = findings_filter(findings, filters)
     summary = summary_dict(findings)
     kinds = [(k.value, k.value.replace("_", " "), summary[k.value], TONES[k.value]) for k in FindingKind]
+    shown_ids = {id(f) for f in shown}
+    faults = [fault for fault in cabling_faults(findings) if any(id(f) in shown_ids for f in fault.findings)]
+    tickets = open_tickets_by_port(fabric.pk)  # the findings someone is already re-cabling
+    rows = [{"f": f, "tone": TONES[f.kind.value], "ticket": tickets.get(f"{f.switch}:{f.port}")} for f in shown]
     return render(request, "switches/fabric_cabling.html", {
-        "fabric": fabric, "rows": [{"f": f, "tone": TONES[f.kind.value]} for f in shown], "summary": summary,
-        "kinds": kinds, "filters": filters, "total": len(findings),
+        "fabric": fabric, "rows": rows, "summary": summary,
+        "kinds": kinds, "filters": filters, "total": len(findings), "fault_count": len(faults),
+        "can_open_tickets": request.user.has_perm("workflows.add_ticket"),
     })
+
+
+@login_required
+@require_POST
+def fabric_cabling_tickets(request: HttpRequest, pk: int) -> HttpResponse:
+    """Open a cabling repair ticket per fault among the findings the page's filters show (POST, CSRF)."""
+    from workflows.engine import WorkflowError
+
+    fabric = get_object_or_404(Fabric, pk=pk)
+    if not request.user.has_perm("workflows.add_ticket"):
+        raise PermissionDenied("You may not open tickets.")
+    filters = _filters(request.POST)
+    try:
+        results = cabling_tickets_open(fabric, requester=request.user, params=filters)
+    except WorkflowError as exc:
+        messages.error(request, "; ".join(exc.errors))
+    else:
+        created = [r.reference for r in results if r.created]
+        existing = [r.reference for r in results if not r.created]
+        if created:
+            messages.success(request, f"Opened {len(created)} cabling ticket(s): {', '.join(created)}.")
+        if existing:
+            messages.info(request, f"Already open for the other fault(s): {', '.join(existing)}.")
+        if not results:
+            messages.info(request, "No cabling fault among the findings shown: no ticket opened.")
+    query = urlencode({k: v for k, v in filters.items() if v})
+    return HttpResponseRedirect(reverse("fabrics:fabric-cabling", args=[fabric.pk]) + (f"?{query}" if query else ""))

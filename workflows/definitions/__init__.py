@@ -1,7 +1,7 @@
 """One module per ticket type. Each defines WORKFLOW; WorkflowsConfig.ready() registers them all."""
 
-from . import decommission, incident, repair
+from . import cabling, decommission, incident, repair
 
-ALL = (repair.WORKFLOW, decommission.WORKFLOW, incident.WORKFLOW)
+ALL = (repair.WORKFLOW, decommission.WORKFLOW, incident.WORKFLOW, cabling.WORKFLOW)
 
-__all__ = ["ALL", "decommission", "incident", "repair"]
+__all__ = ["ALL", "cabling", "decommission", "incident", "repair"]

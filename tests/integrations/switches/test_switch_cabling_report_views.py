@@ -3,6 +3,7 @@ sh1-h100-0003 mlx5_2/mlx5_5, and the cable of sh1-h100-0010 mlx5_6 moved to spar
 
 from __future__ import annotations
 
+import json
 from io import StringIO
 
 import pytest
@@ -114,24 +115,93 @@ def test_api_requires_login(fabric):
         401, 403)
 
 
-def test_api_tickets_one_per_miswire_idempotent(fabric, api, django_capture_on_commit_callbacks):
+def test_api_tickets_one_per_fault_idempotent(fabric, api, django_capture_on_commit_callbacks):
     from workflows.models import Ticket
 
     url = f"/api/integrations/switches/fabrics/{fabric.pk}/cabling/tickets/"
     with django_capture_on_commit_callbacks():
         first = api.post(url)
     assert first.status_code == 201
-    assert {(t["switch"], t["port"]) for t in first.json()["created"]} == {(f"{LEAF}2", "p3"), (f"{LEAF}5", "p3")}
-    tickets = Ticket.objects.filter(type="incident", dedup_key__startswith="cabling:")
-    assert tickets.count() == 2
-    ticket = tickets.get(title__contains=f"{LEAF}2:p3")
-    assert {link.object_repr for link in ticket.links.all()} >= {f"{LEAF}2", "sh1-h100-0003"}
-    assert ticket.site is not None
+    # The crossed pair is ONE fault, and the cable in the spare port (missing p10 + unexpected p30) another.
+    assert sorted((t["kind"], tuple(t["ports"])) for t in first.json()["created"]) == [
+        ("crossed", (f"{LEAF}2:p3", f"{LEAF}5:p3")), ("moved", (f"{LEAF}6:p10", f"{LEAF}6:p30"))]
+    tickets = Ticket.objects.filter(type="cabling")
+    assert tickets.count() == 2 and not Ticket.objects.filter(type="incident").exists()
+    crossed = tickets.get(data__ports=[f"{LEAF}2:p3", f"{LEAF}5:p3"])
+    assert crossed.title == f"Crossed cables on {LEAF}2:p3 and {LEAF}5:p3" and crossed.state == "open"
+    assert f"Swap the cables on {LEAF}2:p3 and {LEAF}5:p3." in crossed.description
+    assert "sh1-h100-0003:mlx5_2/1" in crossed.description and "sh1-h100-0003:mlx5_5/1" in crossed.description
+    linked = {link.object_repr for link in crossed.links.all()}
+    assert {f"{LEAF}2", f"{LEAF}5", "sh1-h100-0003"} <= linked
+    assert sum(" <-> " in r for r in linked) == 2  # both planned cables
+    assert crossed.site is not None and crossed.priority == "high"
+    moved = tickets.get(data__ports=[f"{LEAF}6:p10", f"{LEAF}6:p30"])
+    assert f"Move the cable of sh1-h100-0010:mlx5_6/1 from {LEAF}6:p30" in moved.description
 
     again = api.post(url)
     assert again.status_code == 200
-    assert again.json()["created"] == [] and len(again.json()["existing"]) == 2
+    assert again.json()["created"] == [] and {t["ticket"] for t in again.json()["existing"]} == {
+        crossed.reference, moved.reference}
     assert tickets.count() == 2
+
+
+def test_api_tickets_follow_the_report_filters_and_need_the_permission(fabric, api, django_capture_on_commit_callbacks):
+    from workflows.models import Ticket
+
+    url = f"/api/integrations/switches/fabrics/{fabric.pk}/cabling/tickets/"
+    with django_capture_on_commit_callbacks():
+        body = api.post(f"{url}?switch=leaf6").json()
+    assert [t["kind"] for t in body["created"]] == ["moved"]
+    assert api.post(url, {"kind": "bogus"}).status_code == 400
+
+    outsider = APIClient()
+    outsider.force_authenticate(get_user_model().objects.create_user("nobody", "n@example.com", "pw"))
+    assert outsider.post(url).status_code == 403
+    assert Ticket.objects.filter(type="cabling").count() == 1
+
+
+def test_cabling_page_button_opens_tickets(fabric, client, user, django_capture_on_commit_callbacks):
+    from workflows.models import Ticket
+
+    client.force_login(user)
+    page = client.get(f"/fabrics/{fabric.pk}/cabling/", {"kind": "miswired"})
+    html = page.content.decode()
+    assert page.context["fault_count"] == 1 and "Open repair tickets (1 fault)" in html
+    assert f'action="/fabrics/{fabric.pk}/cabling/tickets/"' in html and "csrfmiddlewaretoken" in html
+    with django_capture_on_commit_callbacks():
+        response = client.post(f"/fabrics/{fabric.pk}/cabling/tickets/", {"kind": "miswired"}, follow=True)
+    ticket = Ticket.objects.get(type="cabling")
+    assert response.redirect_chain[-1][0] == f"/fabrics/{fabric.pk}/cabling/?kind=miswired"
+    assert f"Opened 1 cabling ticket(s): {ticket.reference}." in response.content.decode()
+    html = response.content.decode()
+    assert html.count(f'<a href="/tickets/{ticket.pk}/" title="{ticket.title}">{ticket.reference}</a>') == 2
+    response = client.post(f"/fabrics/{fabric.pk}/cabling/tickets/", {"kind": "miswired"}, follow=True)
+    assert f"Already open for the other fault(s): {ticket.reference}." in response.content.decode()
+    assert client.get(f"/fabrics/{fabric.pk}/cabling/tickets/").status_code == 405
+
+
+def test_cabling_page_button_only_for_who_may_open_tickets(fabric, client):
+    viewer = get_user_model().objects.create_user("viewer", "v@example.com", "pw")
+    client.force_login(viewer)
+    page = client.get(f"/fabrics/{fabric.pk}/cabling/")
+    assert page.status_code == 200 and "Open repair tickets" not in page.content.decode()
+    assert client.post(f"/fabrics/{fabric.pk}/cabling/tickets/").status_code == 403
+
+
+def test_cabling_report_command_opens_tickets(fabric, django_capture_on_commit_callbacks):
+    from workflows.models import Ticket
+
+    out = StringIO()
+    with django_capture_on_commit_callbacks():
+        call_command("cabling_report", FABRIC, "--problems-only", "--open-tickets", stdout=out)
+    tickets = Ticket.objects.filter(type="cabling", requester__isnull=True)
+    assert tickets.count() == 2
+    assert {f"{t.reference} opened: {t.title}" for t in tickets} <= set(out.getvalue().splitlines())
+    out = StringIO()
+    call_command("cabling_report", FABRIC, "--json", "--open-tickets", stdout=out)
+    data = json.loads(out.getvalue())
+    assert {t["ticket"] for t in data["tickets"]} == {t.reference for t in tickets}
+    assert not any(t["created"] for t in data["tickets"]) and tickets.count() == 2
 
 
 def test_schema_documents_the_report(api):

@@ -1,4 +1,5 @@
-"""`manage.py cabling_report FABRIC [--json] [--problems-only] [--update-status]`: planned vs observed cabling."""
+"""`manage.py cabling_report FABRIC [--json] [--problems-only] [--update-status] [--open-tickets]`: planned vs
+observed cabling; `--open-tickets` opens a cabling repair ticket per fault (as the system)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from cmdb.models import Fabric
 
 from ...cabling import CablingSummary
 from ...cabling_service import fabric_cabling_report
+from ...cabling_tickets import cabling_tickets_open
 
 
 class Command(BaseCommand):
@@ -21,6 +23,9 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true")
         parser.add_argument("--problems-only", action="store_true")
         parser.add_argument("--update-status", action="store_true", help="set Link.status connected/mismatch")
+        parser.add_argument("--open-tickets", action="store_true",
+                            help="open one cabling repair ticket per fault (a crossed pair is one); faults with an "
+                                 "open ticket get none")
 
     def handle(self, *args: Any, **options: Any) -> None:
         fabric = Fabric.objects.filter(name=options["fabric"]).first()
@@ -29,6 +34,11 @@ class Command(BaseCommand):
         findings = fabric_cabling_report(fabric, update_link_status=options["update_status"])
         shown = [f for f in findings if f.is_problem] if options["problems_only"] else findings
         summary = CablingSummary.of(findings)
+        tickets = []
+        if options["open_tickets"]:
+            tickets = [{"kind": r.fault.kind.value, "ports": [str(p) for p in r.fault.ports], "title": r.fault.title,
+                        "ticket": r.reference, "created": r.created}
+                       for r in cabling_tickets_open(fabric, requester=None, findings=findings)]
         if options["json"]:
             self.stdout.write(json.dumps({
                 "fabric": fabric.name, "summary": summary.counts, "rail_violations": summary.rail_violations,
@@ -40,9 +50,13 @@ class Command(BaseCommand):
                      "rail_violation": f.rail_violation or None, "message": f.message}
                     for f in shown
                 ],
+                **({"tickets": tickets} if options["open_tickets"] else {}),
             }, indent=2))
             return
         for f in shown:
             self.stdout.write(f.message)
         counts = ", ".join(f"{k} {v}" for k, v in summary.counts.items())
         self.stdout.write(f"{fabric.name}: {counts}, rail violations {summary.rail_violations}")
+        for t in tickets:
+            verb = "opened" if t["created"] else "already open"
+            self.stdout.write(f"{t['ticket']} {verb}: {t['title']}")

@@ -1,0 +1,102 @@
+"""Open cabling repair tickets from a fabric's cabling report: one ticket per fault (cabling_faults.py).
+
+Used by the API option, the button on the fabric's cabling page and `manage.py cabling_report --open-tickets`.
+The ticket type is workflows/definitions/cabling.py; it refuses a second open ticket for a fault (dedup key: the
+fabric and the fault's ports) and for any port an open ticket already covers, so running this again opens
+nothing new for faults that already have a ticket.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Model, Q
+
+from cmdb.models import Fabric, Link, Node, Switch
+
+from .cabling import Finding
+from .cabling_faults import CablingFault, cabling_faults
+from .cabling_service import fabric_cabling_report, findings_filter
+
+
+@dataclass(frozen=True)
+class FaultTicket:
+    fault: CablingFault
+    ticket_id: int
+    reference: str
+    created: bool
+
+
+def _description(fabric: Fabric, fault: CablingFault, planned: Sequence[Link]) -> str:
+    lines = [f"Cabling validation of fabric {fabric.name} found a {fault.kind.value} fault.", "",
+             *fault.instructions]
+    if planned:
+        lines += ["", "Planned cables on these ports:"]
+        for link in planned:
+            label = ", ".join(x for x in (link.get_cable_type_display(), link.cable_serial) if x)
+            lines.append(f"- {link}" + (f" ({label})" if label else ""))
+    lines += ["", "Findings:", *(f"- {f.message}" for f in fault.findings)]
+    return "\n".join(lines)
+
+
+def cabling_tickets_open(fabric: Fabric, *, requester: AbstractBaseUser | None,
+                         params: Mapping[str, Any] | None = None,
+                         findings: list[Finding] | None = None) -> list[FaultTicket]:
+    """One cabling ticket per fault of the fabric's current report - or of the faults with a finding the report
+    filters `params` (kind, switch, node) show - each in its own transaction. A fault that already has an open
+    ticket (for the same ports, or any of them) is returned with that ticket and `created` False.
+
+    `requester` None opens them as the system; a person needs `workflows.add_ticket` (ForbiddenError otherwise).
+    Links: the switches and nodes involved (subjects), the planned cables of the ports (related).
+    """
+    from workflows import engine
+    from workflows.definitions.cabling import open_ticket_for_ports, open_tickets_by_port
+    from workflows.models import LinkRole, TicketPriority
+
+    if requester is not None and not (requester.is_superuser or requester.has_perm("workflows.add_ticket")):
+        raise engine.ForbiddenError("You may not open tickets.")
+    findings = fabric_cabling_report(fabric) if findings is None else findings
+    faults = cabling_faults(findings)
+    if params:
+        shown = {id(f) for f in findings_filter(findings, params)}
+        faults = [fault for fault in faults if any(id(f) in shown for f in fault.findings)]
+    if not faults:
+        return []
+    # Everything the tickets link, and the open tickets, in four queries for all faults.
+    nodes = {n.hostname: n for n in Node.objects.filter(hostname__in={h for f in faults for h in f.nodes})}
+    switches = {s.name: s for s in Switch.objects.filter(fabric=fabric, name__in={
+        p.device for f in faults for p in f.ports})}
+    links = list(Link.objects.filter(Q(b_switch_port__switch__in=switches.values())
+                                     | Q(a_switch_port__switch__in=switches.values()), fabric=fabric)
+                 .select_related("a_nic_port__nic__node", "a_switch_port__switch", "b_switch_port__switch"))
+    covering = open_tickets_by_port(fabric.pk)
+
+    results: list[FaultTicket] = []
+    for fault in faults:
+        ports = {(p.device, p.port) for p in fault.ports}
+        twin = open_ticket_for_ports(fabric.pk, fault.ports, covering)
+        if twin is not None:
+            results.append(FaultTicket(fault, twin.pk, twin.reference, created=False))
+            continue
+        planned = [link for link in links if (link.b_switch_port.switch.name, link.b_switch_port.name) in ports
+                   or (link.a_switch_port_id and (link.a_switch_port.switch.name, link.a_switch_port.name) in ports)]
+        subjects: list[Model] = [switches[p.device] for p in fault.ports if p.device in switches]
+        subjects += [nodes[h] for h in fault.nodes if h in nodes]
+        try:
+            ticket = engine.ticket_create(
+                type_="cabling", title=fault.title[:200], description=_description(fabric, fault, planned),
+                requester=requester, priority=TicketPriority.HIGH, inputs={"fabric": fabric.name, "ports": fault.key},
+                links=[*((LinkRole.SUBJECT, obj) for obj in subjects), *((LinkRole.RELATED, link) for link in planned)])
+        except engine.GuardError:
+            # Opened meanwhile by someone else (the dedup constraint or the per-port check said so).
+            twin = open_ticket_for_ports(fabric.pk, fault.ports)
+            if twin is None:
+                raise
+            results.append(FaultTicket(fault, twin.pk, twin.reference, created=False))
+            continue
+        covering.update({str(p): ticket for p in fault.ports})
+        results.append(FaultTicket(fault, ticket.pk, ticket.reference, created=True))
+    return results
