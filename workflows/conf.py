@@ -25,6 +25,10 @@ DEFAULTS: dict[str, Any] = {
     # Repair: wait this long for the agent to report the new card healthy, polling at this interval.
     "VERIFY_TIMEOUT_MINUTES": 60,
     "VERIFY_POLL_SECONDS": 60,
+    # Cabling repair: how long verification waits for the switches to see the planned peers, and how often it
+    # polls and re-validates meanwhile.
+    "CABLING_VERIFY_TIMEOUT_MINUTES": 60,
+    "CABLING_VERIFY_POLL_SECONDS": 120,
     # Repair: with no spare in stock, look again this often (the operator can also retry at once).
     "SPARE_RECHECK_MINUTES": 30,
     # Drain: poll the scheduler until the node runs no jobs; give up (step fails, operator decides) after.

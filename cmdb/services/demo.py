@@ -350,7 +350,8 @@ def _fabric_build(group: Group, site: m.Site, fabric: m.Fabric, nodes: list[m.No
                 name=f"{fabric.name}-su{first_su + su:03d}-leaf{rail}", vendor=switch_vendor,
                 model_name="QM9700" if switch_vendor.slug == "nvidia" else "7060X5-64PE",
                 os_name="MLNX-OS" if switch_vendor.slug == "nvidia" else "EOS",
-                platform="linux" if switch_vendor.slug == "nvidia" else "arista_eos",
+                # netmiko device types: MLNX-OS (Onyx) on the Quantum IB leaves, EOS on the RoCE leaves.
+                platform="mellanox_mlnxos" if switch_vendor.slug == "nvidia" else "arista_eos",
                 role="leaf", fabric=fabric, rail=rail, scalable_unit=first_su + su, site=site))
     leaves = _bulk(m.Switch, leaves, created)
     ports = _bulk(m.SwitchPort, [

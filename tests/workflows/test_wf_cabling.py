@@ -251,3 +251,11 @@ def test_transition_reaches_its_target(name, cabled, lead, django_capture_on_com
 def test_committed_diagram_is_current():
     path = Path(django_settings.BASE_DIR) / "docs" / "workflows" / "cabling.md"
     assert path.read_text() == workflow_markdown(workflow("cabling")), "run: python manage.py workflows_graph"
+
+
+def test_dc_technicians_may_work_and_cancel_cabling_tickets(db):
+    from workflows.services.bootstrap import groups_bootstrap
+
+    techs = groups_bootstrap()["dc-technicians"]
+    codenames = set(techs.permissions.values_list("codename", flat=True))
+    assert {"cabling_work", "cabling_cancel"} <= codenames and "cabling_force_resume" not in codenames

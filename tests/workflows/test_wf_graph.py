@@ -14,7 +14,7 @@ from workflows.registry import workflow
 DOCS = Path(settings.BASE_DIR) / "docs" / "workflows"
 
 
-@pytest.mark.parametrize("type_", ["repair", "decommission", "incident"])
+@pytest.mark.parametrize("type_", ["repair", "decommission", "incident", "cabling"])
 def test_committed_diagram_is_current(type_):
     assert (DOCS / f"{type_}.md").read_text() == workflow_markdown(workflow(type_)), (
         "run: python manage.py workflows_graph")

@@ -27,7 +27,6 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
@@ -61,17 +60,10 @@ S = CablingState
 TERMINAL = frozenset({S.DONE, S.CANCELLED})
 OPEN_STATES = frozenset(S.values) - TERMINAL
 
-# Settings (override in settings.GPUOPS_WORKFLOWS): how long verification waits for the switches to see the
-# planned peers, and how often it polls and re-validates meanwhile.
-CABLING_DEFAULTS = {"CABLING_VERIFY_TIMEOUT_MINUTES": 60, "CABLING_VERIFY_POLL_SECONDS": 120}
 # A repair in these states holds its node drained; resuming the node under it would put a broken card to work.
 REPAIR_HOLDS_NODE = frozenset({RepairState.DRAINING, RepairState.DIAGNOSING, RepairState.RESERVING_SPARE,
                                RepairState.WAITING_FOR_SPARE, RepairState.AWAITING_SWAP, RepairState.UPDATING_CMDB,
                                RepairState.VERIFYING, RepairState.VERIFY_TIMED_OUT})
-
-
-def cabling_setting(name: str) -> Any:
-    return getattr(settings, "GPUOPS_WORKFLOWS", {}).get(name, CABLING_DEFAULTS[name])
 
 
 # --- identity: a fabric and its switch ports ----------------------------------------------------------------------
@@ -274,11 +266,11 @@ def verify(ctx: StepContext) -> StepOutcome:
     left = [problem for p in ports if (problem := _port_problem(p, findings.get(p), p in planned))]
     if not left:
         return Done(transition="verified", data={"findings": seen}, message="; ".join(seen.values()))
-    timeout = dt.timedelta(minutes=cabling_setting("CABLING_VERIFY_TIMEOUT_MINUTES"))
+    timeout = dt.timedelta(minutes=workflows_setting("CABLING_VERIFY_TIMEOUT_MINUTES"))
     if ctx.now >= ctx.deadline("verify", timeout):
         return Done(transition="verify_timed_out", data={"findings": seen},
                     message=f"still wrong after {timeout}: {'; '.join(left)}")
-    return WaitForEvent(key="", recheck_in=dt.timedelta(seconds=cabling_setting("CABLING_VERIFY_POLL_SECONDS")),
+    return WaitForEvent(key="", recheck_in=dt.timedelta(seconds=workflows_setting("CABLING_VERIFY_POLL_SECONDS")),
                         data={"findings": seen}, message=f"not right yet: {'; '.join(left)}")
 
 

@@ -24,6 +24,7 @@ TECHNICIAN_PERMISSIONS = [
     "repair_start", "repair_diagnose", "repair_swap", "repair_verify", "repair_rma", "repair_cancel",
     "decommission_wipe", "decommission_unrack", "decommission_submit",
     "incident_work", "incident_cancel",
+    "cabling_work", "cabling_cancel",
     "provisioning_start", "provisioning_cabling", "provisioning_rollback",
 ]
 APPROVER_PERMISSIONS = ["view_ticket", "decommission_approve", "rollout_approve"]
