@@ -1,7 +1,9 @@
 """What ingestion tells the rest of gpuops, so other apps react to reports without inventory_agents knowing them.
 
 - `report_applied`: a report was reconciled (digest changed, or the periodic full pass). Sent inside the
-  reconciliation transaction; receivers that do more than read must defer it with `transaction.on_commit`.
+  reconciliation transaction: receivers must not touch the database there (a failed statement would poison the
+  report's transaction on PostgreSQL); they defer their work with `transaction.on_commit` (the switches app
+  queues a task), and a test asserts the reconciliation's query count.
   Arguments: node (the locked Node), report_id, observed (services.normalize.Observed).
 - `report_received`: any accepted report of a node, applied or unchanged, sent after it committed. Arguments:
   node, status ("applied" | "unchanged"), card_ids (the node's reported cards when applied, else []). It runs on
@@ -22,7 +24,8 @@ report_received = Signal()
 
 
 def signal_send(signal: Signal, **kwargs: Any) -> None:
-    """Send to every receiver; one that fails is logged and does not fail the report (or the others)."""
+    """Send to every receiver; one that raises is logged and does not fail the report (or the others). Inside the
+    reconciliation transaction that holds for receivers that keep to the contract above (no queries)."""
     from cmdb.models import Node
 
     for receiver, result in signal.send_robust(sender=Node, **kwargs):

@@ -182,7 +182,9 @@ def cmd_enroll(args: argparse.Namespace) -> int:
     try:
         answer = enroll(url, enrollment_token, to_json(report, indent=None).encode("utf-8"), args.http_timeout)
     except TransientError as exc:
-        log.error("cannot enroll at %s (%s); run enroll again later", url, exc)
+        log.error("cannot enroll at %s (%s); run enroll again later (if the server registered the node before the "
+                  "answer was lost, enroll is refused: an administrator then issues its token with "
+                  "`manage.py agent_token_issue HOSTNAME`)", url, exc)
         return EXIT_SPOOLED
     except RejectedError as exc:
         log.error("enrollment refused by %s (%s)", url, exc)
@@ -191,6 +193,7 @@ def cmd_enroll(args: argparse.Namespace) -> int:
     try:
         os.makedirs(directory, exist_ok=True)
         fd = os.open(args.token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)  # an existing file (--force) keeps its old mode otherwise
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(answer["token"] + "\n")
     except OSError as exc:

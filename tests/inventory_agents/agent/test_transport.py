@@ -202,3 +202,23 @@ def test_report_subprocess_end_to_end(server, dead_url, tmp_path, token_file):
     )
     assert up.returncode == 0, up.stderr
     assert server.hostnames() == ["e2e", "e2e"]
+
+
+def test_enroll_force_rewrites_a_world_readable_token_file_mode_600(tmp_path, monkeypatch):
+    answers = []
+
+    def fake_enroll(url, token, body, timeout):
+        answers.append((url, token, json.loads(body)["hostname"]))
+        return {"token": "gpa_new", "hostname": "n1", "node_id": 7, "status": "received"}
+
+    monkeypatch.setattr(cli, "enroll", fake_enroll)
+    (tmp_path / "enrollment").write_text("gpe_site\n")
+    token_file = tmp_path / "agent.token"
+    token_file.write_text("gpa_old\n")
+    token_file.chmod(0o644)
+    args = ["enroll", "--server", "http://gpuops.example", "--from-dir", str(_node(tmp_path, "n1")),
+            "--enrollment-token-file", str(tmp_path / "enrollment"), "--token-file", str(token_file)]
+    assert cli.main(args) == 2 and not answers  # refused locally: the node has a token file
+    assert cli.main([*args, "--force"]) == 0
+    assert answers == [("http://gpuops.example/api/agent/enroll/", "gpe_site", "n1")]
+    assert token_file.read_text() == "gpa_new\n" and (token_file.stat().st_mode & 0o777) == 0o600

@@ -52,6 +52,10 @@ def test_enroll_then_report_against_a_live_server(live_server, tmp_path):
     again = _agent("enroll", *common, "--enrollment-token-file", str(tmp_path / "enrollment-token"),
                    "--token-file", str(token_file))
     assert again.returncode == 2 and "enrolled already" in again.stderr
+    # With --force the agent asks again; the server refuses to re-key a node that has a token (exit 4).
+    forced = _agent("enroll", *common, "--enrollment-token-file", str(tmp_path / "enrollment-token"),
+                    "--token-file", str(token_file), "--force")
+    assert forced.returncode == 4 and "enrollment refused" in forced.stderr
 
     sent = _agent("report", *common, "--token-file", str(token_file), "--spool-dir", str(tmp_path / "spool"))
     assert sent.returncode == 0, sent.stderr
