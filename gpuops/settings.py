@@ -222,6 +222,9 @@ CELERY_BEAT_SCHEDULE: dict = {
 GPUOPS_ROLLOUTS: dict = {}
 if os.environ.get("GPUOPS_BURN_IN_WINDOW_MINUTES"):
     GPUOPS_ROLLOUTS["BURN_IN_WINDOW_MINUTES"] = int(os.environ["GPUOPS_BURN_IN_WINDOW_MINUTES"])
+# Provisioning switch ports: diffs only, nothing pushed (script/server sets it; the app default pushes for real).
+if _switch_dry_run := os.environ.get("GPUOPS_SWITCH_CONFIG_DRY_RUN", ""):
+    GPUOPS_ROLLOUTS["SWITCH_CONFIG_DRY_RUN"] = _switch_dry_run.lower() in ("1", "true", "yes")
 # The demo fleet has no machines: stand-in agents report what the CMDB holds (inventory_agents/services/demo_agents).
 GPUOPS_DEMO_AGENTS = os.environ.get("GPUOPS_DEMO_AGENTS", "") in ("1", "true", "yes")
 

@@ -18,10 +18,11 @@ and other tools drop the prefix, the padding or use upper case.
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -39,6 +40,8 @@ _LINE = re.compile(
     r"(?:\s+-\s+" + _PORT.format(p="b_") + r"\s+\(\s*'(?P<a_name>[^']*)'\s+-\s+'(?P<b_name>[^']*)'\s*\)"
     r"|\s+(?P<solo_name>.*))?\s*$"
 )
+# PostgreSQL advisory lock id that queues sweeps one behind the other (see `_sweep_lock`).
+SWEEP_LOCK_ID = zlib.crc32(b"gpuops.integrations.switches.ibnetdiscover_apply")
 
 
 @dataclass(frozen=True)
@@ -159,11 +162,13 @@ def ibnetdiscover_apply(text: str, *, task_id: str = "") -> PollRun:
 
     A cable seen again keeps its row (new LIDs are refreshed without a record: the subnet manager hands them
     out); an observation that appeared or disappeared, or whose peer description changed, gets a change record
-    (source integration, correlation id `task_id` when a worker ran it, else the caller's)."""
+    (source integration, correlation id `task_id` when a worker ran it, else the caller's). Overlapping sweeps
+    store one after the other (`_sweep_lock`)."""
     records = parse_ibnetdiscover_ports(text)
     switches = {device_key(s.name): s for s in Switch.objects.all().only("id", "name")}
     hcas = HcaPorts.load()
     with change_context(source=ChangeSource.INTEGRATION, correlation_id=task_id or None), transaction.atomic():
+        _sweep_lock()
         run = PollRun.objects.create(kind="ibnetdiscover", task_id=task_id)
         wanted: dict[tuple[str, str, str, str], ObservedLink] = {}
         for rec in records:
@@ -190,6 +195,19 @@ def ibnetdiscover_apply(text: str, *, task_id: str = "") -> PollRun:
         run.neighbors_seen = len(wanted)
         run.save()
     return run
+
+
+def _sweep_lock() -> None:
+    """Queue behind any sweep still storing (held until the caller's transaction ends), then read what it committed.
+
+    Overlapping sweeps (cron plus a manual run) would otherwise both insert the same new observations and the
+    second would fail on the unique constraint. A sweep replaces every ibnetdiscover observation and the report
+    names no CMDB Fabric (which may not exist yet), so one advisory lock serves all sweeps: no row has to exist and
+    nothing else is blocked. SQLite needs none: its transactions take the write lock when they begin (IMMEDIATE).
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [SWEEP_LOCK_ID])
 
 
 def _key(row: ObservedLink) -> tuple[str, str, str, str]:

@@ -1,10 +1,14 @@
-"""Provisioning's switch port step: what is pushed (description, MTU, VLAN, PKey from the fabric settings), dry
-run by default, every port recorded as soon as the switch took it, so a step failing halfway is rolled back
-port for port, and a retried step never pushes a verified port twice."""
+"""Provisioning's switch port step: what is pushed (description, MTU, VLAN, PKey from the fabric settings), a real
+push by default and a dry run only when asked (the demo asks), every port recorded as soon as the switch took it,
+so a step failing halfway is rolled back port for port, and a retried step never pushes a verified port twice."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +21,7 @@ from integrations.ports import CliTarget, ConfigPushResult, PortConfig
 from integrations.switches.fakes import FakeSwitchConfigurator
 from tests.factories.cmdb import UserFactory
 from workflows.engine import step_retry, ticket_create, transition_apply
-from workflows.models import StepLogLine, StepRun, Ticket, TimelineEntry
+from workflows.models import StepEffect, StepLogLine, StepRun, Ticket, TimelineEntry
 from workflows.rollouts.models import ProvisioningRun
 from workflows.rollouts.provisioning.services import (
     ProvisioningError,
@@ -29,6 +33,7 @@ from workflows.services.bootstrap import groups_bootstrap
 
 ROCE_NODE = "bj2-a910b-0016"  # RoCE leaves (arista_eos)
 IB_NODE = "sh1-h100-0024"  # InfiniBand leaves
+REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclasses.dataclass
@@ -233,8 +238,26 @@ def test_infiniband_pkey_goes_to_the_configurator_which_may_refuse_it_visibly(le
     assert ProvisioningRun.objects.get(ticket=ticket).configured_ports == []
 
 
-def test_dry_run_is_the_default_shows_the_diff_and_changes_nothing(lead, fakes, settings):
+def _port_results(ticket: Ticket) -> list[dict]:
+    """What each port's push returned, as the step recorded it."""
+    return list(StepEffect.objects.filter(ticket=ticket, name__startswith="port_").order_by("at", "pk")
+                .values_list("result", flat=True))
+
+
+def test_the_default_pushes_for_real(lead, fakes, settings):
+    # A deployment that names a real configurator and nothing else must get its ports configured.
     settings.GPUOPS_ROLLOUTS = {"BURN_IN_WINDOW_MINUTES": 0}
+    switches = _switches()
+    ticket = _to_ports(fakes, lead)
+    assert StepRun.objects.get(ticket=ticket, step="configure_ports").status == "succeeded"
+    assert len(switches.applied) == 8 and "8 port(s) changed" in _timeline(ticket)
+    run = ProvisioningRun.objects.get(ticket=ticket)
+    assert len(run.configured_ports) == 8 and all(p["applied"] and p["verified"] for p in run.configured_ports)
+    assert {(p["dry_run"], p["outcome"]) for p in _port_results(ticket)} == {(False, "pushed")}
+
+
+def test_dry_run_shows_the_diff_and_changes_nothing(lead, fakes, settings):
+    settings.GPUOPS_ROLLOUTS = {"BURN_IN_WINDOW_MINUTES": 0, "SWITCH_CONFIG_DRY_RUN": True}
     switches = _switches()
     ticket = _to_ports(fakes, lead)
     step = StepRun.objects.get(ticket=ticket, step="configure_ports")
@@ -246,8 +269,21 @@ def test_dry_run_is_the_default_shows_the_diff_and_changes_nothing(lead, fakes, 
     assert "dry run, not applied" in log and "+mtu 9000" in log and f"+description {ROCE_NODE}:hccn0" in log
     run = ProvisioningRun.objects.get(ticket=ticket)
     assert run.configured_ports == []
+    results = _port_results(ticket)
+    assert len(results) == 8 and {p["outcome"] for p in results} == {"dry run: nothing pushed"}
 
     ticket = _take(fakes, ticket, "rollback", lead)
     assert ticket.state == "rolled_back"
     assert switches.applied == []
     assert "0 switch port(s) restored" in _timeline(ticket)
+
+
+@pytest.mark.parametrize(("value", "expected"), [("1", True), ("0", False), ("", None)])
+def test_the_demo_turns_dry_run_on_through_the_environment(value, expected):
+    env = {**os.environ, "GPUOPS_SWITCH_CONFIG_DRY_RUN": value}
+    out = subprocess.run([sys.executable, "-c", "from gpuops import settings; "
+                          "print(settings.GPUOPS_ROLLOUTS.get('SWITCH_CONFIG_DRY_RUN'))"],
+                         cwd=REPO, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    assert out == str(expected)
+    assert 'export GPUOPS_SWITCH_CONFIG_DRY_RUN="${GPUOPS_SWITCH_CONFIG_DRY_RUN:-1}"' in (
+        REPO / "script" / "server").read_text()

@@ -21,8 +21,9 @@ DEFAULTS: dict[str, Any] = {
     "SWITCH_CONFIGURATOR": "integrations.switches.fakes.FakeSwitchConfigurator",
     "SWITCH_CONFIGURATOR_OPTIONS": {},
     # True: provisioning only shows each port's diff (in the step log) and changes nothing, so a rollback has
-    # nothing to restore. The demo default; production sets False to apply, verify and keep rollback lines.
-    "SWITCH_CONFIG_DRY_RUN": True,
+    # nothing to restore. False by default so a configured real configurator pushes; the demo (script/server)
+    # turns it on through $GPUOPS_SWITCH_CONFIG_DRY_RUN (gpuops/settings.py).
+    "SWITCH_CONFIG_DRY_RUN": False,
     # MTU pushed on a node's leaf ports, by fabric kind; a kind not listed keeps its ports' MTU. InfiniBand is
     # never listed: its MTU is negotiated by the subnet manager, not set on the switch port.
     "SWITCH_PORT_MTU": {"roce": 9000},

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 
 import pytest
+from django.db import connection
 
-from cmdb.models import Fabric, Link, Nic, NicPort, Node, Switch, SwitchPort
+from cmdb.models import ChangeRecord, Fabric, Link, Nic, NicPort, Node, Switch, SwitchPort
+from integrations.switches import infiniband
 from integrations.switches.cabling import (
     Endpoint,
     FindingKind,
@@ -161,3 +164,49 @@ def test_hcas_resolve_by_the_agents_port_guids(fabric_site, settings, client, dj
     kinds = {(f.switch, f.port): f.kind for f in fabric_cabling_report(fabric)}
     assert kinds[("ib-i1l1s01", "10")] == kinds[("ib-i4l1s01", "35")] == FindingKind.OK
     assert kinds[("ib-i1l1s01", "11")] == FindingKind.UNKNOWN_NEIGHBOR
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)
+def test_overlapping_sweeps_store_one_after_the_other(monkeypatch):
+    """A second sweep starting while the first is still storing (cron plus a manual run) waits for it, then keeps
+    the rows the first wrote instead of inserting them again (which failed on the unique constraint)."""
+    text = _read("treydock_ibnetdiscover_test.out")
+    sync = infiniband.observations_sync
+    stored, release = threading.Event(), threading.Event()
+
+    def sync_then_hold(**kwargs):
+        result = sync(**kwargs)
+        if threading.current_thread().name == "first":  # hold the first sweep's transaction open
+            stored.set()
+            release.wait(timeout=30)
+        return result
+
+    monkeypatch.setattr(infiniband, "observations_sync", sync_then_hold)
+    errors: dict[str, BaseException] = {}
+
+    def sweep() -> None:
+        name = threading.current_thread().name
+        try:
+            ibnetdiscover_apply(text, task_id=name)
+        except BaseException as exc:  # reported by the assertion below
+            errors[name] = exc
+        finally:
+            connection.close()
+
+    first = threading.Thread(target=sweep, name="first")
+    first.start()
+    assert stored.wait(timeout=30)
+    second = threading.Thread(target=sweep, name="second")
+    second.start()
+    second.join(timeout=1)
+    assert second.is_alive()  # waiting for the first sweep
+    release.set()
+    first.join(timeout=30)
+    second.join(timeout=30)
+    assert errors == {}
+    rows = ObservedLink.objects.filter(source="ibnetdiscover")
+    assert rows.count() == 4
+    assert set(rows.values_list("poll_run__task_id", flat=True)) == {"second"}  # kept and touched by the second
+    assert ChangeRecord.objects.filter(action="create", correlation_id="first").count() == 4
+    assert not ChangeRecord.objects.filter(correlation_id="second").exists()

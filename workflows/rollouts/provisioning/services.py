@@ -253,8 +253,9 @@ def provisioning_port_configure(run: ProvisioningRun, link_id: int) -> dict[str,
 
     A port the push changed is recorded on the run before its verification is looked at, so a rollback restores
     every port touched, including one whose verification failed. A port recorded as changed and verified by an
-    earlier attempt is not pushed again. With SWITCH_CONFIG_DRY_RUN the push only shows the diff: nothing changes
-    and nothing is recorded (a rollback has nothing to restore).
+    earlier attempt is not pushed again. With SWITCH_CONFIG_DRY_RUN the push only shows the diff: nothing changes,
+    nothing is recorded (a rollback has nothing to restore) and the result's `outcome` says "dry run: nothing
+    pushed".
     """
     link = Link.objects.select_related("fabric", "b_switch_port__switch", "a_nic_port__nic").get(pk=link_id)
     switch, port = link.b_switch_port.switch, link.b_switch_port
@@ -269,7 +270,9 @@ def provisioning_port_configure(run: ProvisioningRun, link_id: int) -> dict[str,
         result = switch_configurator_get().push(cli_target_for(switch), change, dry_run=dry_run)
     except PermanentError as exc:
         raise ProvisioningError(f"{switch} {port.name}: {exc}") from exc
-    pushed = {**_push_json(switch.name, result), "link_id": link_id, "dry_run": dry_run}
+    # Said in the result (the step effect's record), so a dry run is never read as a configured port.
+    outcome = "dry run: nothing pushed" if dry_run else "pushed" if result.applied else "already right"
+    pushed = {**_push_json(switch.name, result), "link_id": link_id, "dry_run": dry_run, "outcome": outcome}
     if result.applied or recorded:
         pushed = _port_record(run, pushed)
     if result.applied and not result.verified:
