@@ -1,5 +1,6 @@
 """Cabling report API: `GET fabrics/<id>/cabling/` (summary + filtered findings) and
-`POST fabrics/<id>/cabling/tickets/` (one cabling repair ticket per cabling fault, deduplicated)."""
+`POST fabrics/<id>/cabling/tickets/` (one cabling repair ticket per cabling fault, deduplicated; a fault the
+ticket type refuses is listed as skipped, with the reason, and does not stop the others)."""
 
 from __future__ import annotations
 
@@ -90,9 +91,17 @@ class CablingTicketSerializer(serializers.Serializer):
     ticket_id = serializers.IntegerField()
 
 
+class CablingSkippedFaultSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=[k.value for k in FaultKind])
+    ports = serializers.ListField(child=serializers.CharField(), help_text="The fault's switch ports, switch:port.")
+    title = serializers.CharField()
+    reason = serializers.CharField(help_text="Why no ticket was opened.")
+
+
 class CablingTicketsSerializer(serializers.Serializer):
     created = CablingTicketSerializer(many=True)
     existing = CablingTicketSerializer(many=True, help_text="Faults that already have an open cabling ticket.")
+    skipped = CablingSkippedFaultSerializer(many=True, help_text="Faults the ticket type refused: no ticket.")
 
 
 FILTERS = [
@@ -123,8 +132,11 @@ class FabricCablingView(APIView):
 
 
 def fault_ticket_dict(result: FaultTicket) -> dict[str, Any]:
-    return {"kind": result.fault.kind.value, "ports": [str(p) for p in result.fault.ports],
-            "title": result.fault.title, "ticket": result.reference, "ticket_id": result.ticket_id}
+    fault = {"kind": result.fault.kind.value, "ports": [str(p) for p in result.fault.ports],
+             "title": result.fault.title}
+    if result.skipped:
+        return {**fault, "reason": result.skipped}
+    return {**fault, "ticket": result.reference, "ticket_id": result.ticket_id}
 
 
 def _kind_checked(params: Mapping[str, Any]) -> None:
@@ -135,7 +147,7 @@ def _kind_checked(params: Mapping[str, Any]) -> None:
 
 class FabricCablingTicketsView(APIView):
     """Open one cabling repair ticket per cabling fault (a crossed pair is one fault); a fault with an open
-    ticket gets no second one."""
+    ticket gets no second one, and a fault the ticket type refuses is skipped with the reason."""
 
     permission_classes = [IsAuthenticated]
 
@@ -155,7 +167,8 @@ class FabricCablingTicketsView(APIView):
             raise exceptions.PermissionDenied(exc.errors[0]) from exc
         except engine.WorkflowError as exc:
             raise exceptions.ValidationError({"non_field_errors": list(exc.errors)}) from exc
-        created = [fault_ticket_dict(r) for r in results if r.created]
-        existing = [fault_ticket_dict(r) for r in results if not r.created]
-        return Response(CablingTicketsSerializer({"created": created, "existing": existing}).data,
-                        status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+        by_outcome: dict[str, list[dict[str, Any]]] = {"created": [], "existing": [], "skipped": []}
+        for r in results:
+            by_outcome[r.outcome].append(fault_ticket_dict(r))
+        return Response(CablingTicketsSerializer(by_outcome).data,
+                        status=status.HTTP_201_CREATED if by_outcome["created"] else status.HTTP_200_OK)

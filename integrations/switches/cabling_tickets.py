@@ -3,7 +3,8 @@
 Used by the API option, the button on the fabric's cabling page and `manage.py cabling_report --open-tickets`.
 The ticket type is workflows/definitions/cabling.py; it refuses a second open ticket for a fault (dedup key: the
 fabric and the fault's ports) and for any port an open ticket already covers, so running this again opens
-nothing new for faults that already have a ticket.
+nothing new for faults that already have a ticket. A fault the ticket type refuses is skipped with its reason;
+the other faults still get their tickets.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
 from django.db.models import Model, Q
 
 from cmdb.models import Fabric, Link, Node, Switch
@@ -24,10 +26,17 @@ from .cabling_service import fabric_cabling_report, findings_filter
 
 @dataclass(frozen=True)
 class FaultTicket:
+    """A fault and its ticket: opened now (`created`), already open, or none (`skipped` says why)."""
+
     fault: CablingFault
-    ticket_id: int
+    ticket_id: int | None
     reference: str
     created: bool
+    skipped: str = ""
+
+    @property
+    def outcome(self) -> str:
+        return "skipped" if self.skipped else "created" if self.created else "existing"
 
 
 def _description(fabric: Fabric, fault: CablingFault, planned: Sequence[Link]) -> str:
@@ -46,15 +55,16 @@ def cabling_tickets_open(fabric: Fabric, *, requester: AbstractBaseUser | None,
                          params: Mapping[str, Any] | None = None,
                          findings: list[Finding] | None = None) -> list[FaultTicket]:
     """One cabling ticket per fault of the fabric's current report - or of the faults with a finding the report
-    filters `params` (kind, switch, node) show - each in its own transaction. A fault that already has an open
-    ticket (for the same ports, or any of them) is returned with that ticket and `created` False.
+    filters `params` (kind, switch, node) show - each in its own savepoint. A fault that already has an open
+    ticket (for the same ports, or any of them) is returned with that ticket and `created` False; one the ticket
+    type refuses is returned without a ticket, `skipped` saying why, and the others are still opened.
 
     `requester` None opens them as the system; a person needs `workflows.add_ticket` (ForbiddenError otherwise).
     Links: the switches and nodes involved (subjects), the planned cables of the ports (related).
     """
     from workflows import engine
-    from workflows.definitions.cabling import open_ticket_for_ports, open_tickets_by_port
-    from workflows.models import LinkRole, TicketPriority
+    from workflows.definitions.cabling import dedup_key_for, open_ticket_for_ports, open_tickets_by_port
+    from workflows.models import LinkRole, Ticket, TicketPriority
 
     if requester is not None and not (requester.is_superuser or requester.has_perm("workflows.add_ticket")):
         raise engine.ForbiddenError("You may not open tickets.")
@@ -67,8 +77,8 @@ def cabling_tickets_open(fabric: Fabric, *, requester: AbstractBaseUser | None,
         return []
     # Everything the tickets link, and the open tickets, in four queries for all faults.
     nodes = {n.hostname: n for n in Node.objects.filter(hostname__in={h for f in faults for h in f.nodes})}
-    switches = {s.name: s for s in Switch.objects.filter(fabric=fabric, name__in={
-        p.device for f in faults for p in f.ports})}
+    # Any fabric's switches: a cable of this fabric may have landed on another fabric's switch.
+    switches = {s.name: s for s in Switch.objects.filter(name__in={p.device for f in faults for p in f.ports})}
     links = list(Link.objects.filter(Q(b_switch_port__switch__in=switches.values())
                                      | Q(a_switch_port__switch__in=switches.values()), fabric=fabric)
                  .select_related("a_nic_port__nic__node", "a_switch_port__switch", "b_switch_port__switch"))
@@ -86,16 +96,24 @@ def cabling_tickets_open(fabric: Fabric, *, requester: AbstractBaseUser | None,
         subjects: list[Model] = [switches[p.device] for p in fault.ports if p.device in switches]
         subjects += [nodes[h] for h in fault.nodes if h in nodes]
         try:
-            ticket = engine.ticket_create(
-                type_="cabling", title=fault.title[:200], description=_description(fabric, fault, planned),
-                requester=requester, priority=TicketPriority.HIGH, inputs={"fabric": fabric.name, "ports": fault.key},
-                links=[*((LinkRole.SUBJECT, obj) for obj in subjects), *((LinkRole.RELATED, link) for link in planned)])
-        except engine.GuardError:
-            # Opened meanwhile by someone else (the dedup constraint or the per-port check said so).
-            twin = open_ticket_for_ports(fabric.pk, fault.ports)
-            if twin is None:
-                raise
-            results.append(FaultTicket(fault, twin.pk, twin.reference, created=False))
+            with transaction.atomic():  # a savepoint: a refused or lost creation leaves nothing half-written
+                ticket = engine.ticket_create(
+                    type_="cabling", title=fault.title[:200], description=_description(fabric, fault, planned),
+                    requester=requester, priority=TicketPriority.HIGH,
+                    inputs={"fabric": fabric.name, "ports": fault.key},
+                    links=[*((LinkRole.SUBJECT, obj) for obj in subjects),
+                           *((LinkRole.RELATED, link) for link in planned)])
+        except (IntegrityError, engine.WorkflowError) as exc:
+            # Opened meanwhile by someone else: the dedup or per-port check says so, or (a double click) the twin
+            # committed between our dedup check and our INSERT and the unique index on open dedup keys refused it.
+            twin = (Ticket.objects.filter(dedup_key=dedup_key_for(fabric.pk, fault.ports), is_open=True).first()
+                    or open_ticket_for_ports(fabric.pk, fault.ports))
+            if twin is not None:
+                results.append(FaultTicket(fault, twin.pk, twin.reference, created=False))
+            else:  # refused: this fault is skipped, the others still get their tickets
+                reason = ("; ".join(exc.errors) if isinstance(exc, engine.WorkflowError)
+                          else "Opened and closed again by someone else meanwhile; run again.")
+                results.append(FaultTicket(fault, None, "", created=False, skipped=reason))
             continue
         covering.update({str(p): ticket for p in fault.ports})
         results.append(FaultTicket(fault, ticket.pk, ticket.reference, created=True))

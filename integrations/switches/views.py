@@ -83,12 +83,15 @@ def fabric_cabling_tickets(request: HttpRequest, pk: int) -> HttpResponse:
     except WorkflowError as exc:
         messages.error(request, "; ".join(exc.errors))
     else:
-        created = [r.reference for r in results if r.created]
-        existing = [r.reference for r in results if not r.created]
+        created = [r.reference for r in results if r.outcome == "created"]
+        existing = [r.reference for r in results if r.outcome == "existing"]
+        skipped = [f"{r.fault.title}: {r.skipped.rstrip('.')}" for r in results if r.outcome == "skipped"]
         if created:
             messages.success(request, f"Opened {len(created)} cabling ticket(s): {', '.join(created)}.")
         if existing:
             messages.info(request, f"Already open for the other fault(s): {', '.join(existing)}.")
+        if skipped:
+            messages.warning(request, f"No ticket for {len(skipped)} fault(s): {'; '.join(skipped)}.")
         if not results:
             messages.info(request, "No cabling fault among the findings shown: no ticket opened.")
     query = urlencode({k: v for k, v in filters.items() if v})

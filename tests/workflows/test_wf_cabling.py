@@ -16,12 +16,16 @@ from integrations.ports import LldpNeighbor, SwitchSnapshot
 from integrations.switches import services
 from integrations.switches.cabling_tickets import cabling_tickets_open
 from integrations.switches.fakes import FakeSnmpPoller, empty_snapshot
-from integrations.switches.models import PollRun
+from integrations.switches.models import ObservationSource, ObservedLink, PollRun
+from tests.factories.cmdb import NodeFactory
 from tests.workflows.helpers import open_by_hook, take, ticket_fresh
-from workflows.engine import GuardError, ticket_create, transition_apply
+from workflows.definitions import cabling as cabling_wf
+from workflows.definitions.common import scheduler_node
+from workflows.engine import GuardError, link_add, ticket_create, transition_apply
 from workflows.graph import workflow_markdown
-from workflows.models import StepRun, StepStatus, Ticket
+from workflows.models import LinkRole, StepRun, StepStatus, Ticket
 from workflows.registry import workflow
+from workflows.rollouts.locks import LockOwner, node_locks_acquire
 
 pytestmark = pytest.mark.django_db
 
@@ -171,10 +175,10 @@ def test_cancel_resumes_what_the_ticket_drained(wf, cabled, fleet, lead):
 
 
 def test_a_node_a_repair_holds_stays_drained(wf, cabled, fleet, lead):
-    repair = open_by_hook(wf, fleet)  # drains the node for its failed card
-    assert repair.state == "diagnosing"
     ticket = _open(wf, cabled, lead)
     ticket = take(wf, ticket, "start_drain", lead)
+    repair = open_by_hook(wf, fleet)  # a card fails meanwhile: the repair works on the drained node
+    assert repair.state == "diagnosing"
     ticket = take(wf, ticket, "cancel", lead, cancel_reason="done by the repair")
     node = _node(fleet)
     assert node.status == "maintenance" and node.is_cordoned and wf.scheduler.calls["resume"] == 0
@@ -195,7 +199,7 @@ def test_one_open_ticket_per_fault_and_per_port(wf, cabled, fleet, lead):
         by_hand(" ".join(reversed(PORTS)))  # the same fault, spelled in another order
     with pytest.raises(GuardError, match=f"{ticket.reference} is already open for"):
         by_hand(PORTS[0])
-    with pytest.raises(GuardError, match="Not a switch of sh9-roce: leaf9"):
+    with pytest.raises(GuardError, match="No switch named leaf9"):
         by_hand("leaf9:Ethernet1/1")
     with pytest.raises(GuardError, match="No fabric named"):
         by_hand(PORTS[0], fabric="nope")
@@ -206,6 +210,147 @@ def test_one_open_ticket_per_fault_and_per_port(wf, cabled, fleet, lead):
     mine = by_hand(f"{PORTS[0]}, {PORTS[0]}")
     # By hand, the node comes from the port's planned cable.
     assert mine.data["ports"] == [PORTS[0]] and mine.data["node_ids"] == [fleet.node.pk]
+
+
+# --- a cable on another fabric's switch ---------------------------------------------------------------------------
+
+
+def test_a_cable_on_another_fabrics_switch_gets_its_ticket_and_verifies(wf, cabled, fleet, lead):
+    """The host reports its rail-0 cable on a leaf of another fabric: missing on sh9-leaf0 + unexpected on that
+    leaf is one "moved" fault, and its ticket names the foreign switch."""
+    vendor = cabled.leaves[0].vendor
+    other = m.Fabric.objects.create(name="sh9-storage", kind="roce", purpose="storage", site=fleet.site)
+    b_leaf = m.Switch.objects.create(name="sh9-st-leaf0", vendor=vendor, site=fleet.site, fabric=other)
+    b_port = m.SwitchPort.objects.create(switch=b_leaf, name="Ethernet1/1")
+    rail0 = m.NicPort.objects.get(mac=cabled.macs[0])
+    crossed = cabled.snapshots(crossed=False)
+    leaf0 = cabled.leaves[0]
+    crossed[leaf0.mgmt_ip] = empty_snapshot(leaf0.name)  # leaf0 sees nothing: the cable is on the other leaf
+    cabled.poller.responses = crossed
+    services.switches_poll_all(switches=cabled.leaves)
+    host_row = ObservedLink.objects.create(
+        source=ObservationSource.HOST_LLDP, node=fleet.node, nic_port=rail0, local_device=fleet.node.hostname,
+        local_port="ens1f0", remote_chassis_id="0e:00:00:00:0b:01", remote_port="Ethernet1/1",
+        remote_system=b_leaf.name, switch=b_leaf, switch_port=b_port)
+
+    (result,) = wf.run(cabling_tickets_open, cabled.fabric, requester=lead)
+    assert result.created and result.fault.kind == "moved" and not result.skipped
+    ticket = Ticket.objects.get(pk=result.ticket_id)
+    assert ticket.data["ports"] == ["sh9-leaf0:Ethernet1/1", "sh9-st-leaf0:Ethernet1/1"]
+    assert ticket.data["node_ids"] == [fleet.node.pk]
+    assert set(ticket.links.filter(role=LinkRole.SUBJECT, switch__isnull=False)
+               .values_list("switch__name", flat=True)) == {"sh9-leaf0", "sh9-st-leaf0"}
+
+    # The technician moves the cable; the switch and the host's next report see it on its planned port.
+    cabled.switches_see(crossed=False)
+    ObservedLink.objects.filter(pk=host_row.pk).update(switch=leaf0, switch_port=leaf0.ports.get(),
+                                                       remote_system=leaf0.name)
+    ticket = take(wf, ticket, "start_live", lead, note="spare rail")
+    ticket = take(wf, ticket, "confirm_recabled", lead)
+    assert ticket.state == "done", ticket.timeline.values_list("message", flat=True)
+
+
+# --- which nodes the ticket drains and resumes ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("status", "cordoned"), [("failed", False), ("racked", False), ("active", True)])
+def test_a_node_not_in_service_is_neither_drained_nor_resumed(wf, cabled, fleet, lead, status, cordoned):
+    m.Node.objects.filter(pk=fleet.node.pk).update(status=status, is_cordoned=cordoned,
+                                                   cordon_reason="bad PSU" if cordoned else "")
+    ticket = _open(wf, cabled, lead)
+    ticket = take(wf, ticket, "start_drain", lead)
+    assert ticket.state == "recabling" and wf.scheduler.calls["drain"] == 0
+    assert "not in service, left alone: sh9-h100-0001" in ticket.timeline.filter(
+        message__contains="left alone").get().message
+    ticket = take(wf, ticket, "cancel", lead, cancel_reason="x")
+    node = _node(fleet)
+    assert (node.status, node.is_cordoned) == (status, cordoned) and wf.scheduler.calls["resume"] == 0
+
+
+def test_a_node_drained_out_of_service_is_restored_to_its_status_not_resumed(wf, cabled, fleet, lead, monkeypatch):
+    """A ticket whose drain took a failed node (as drains did before they were limited to nodes in service) puts
+    it back to failed, lifts its cordon, and does not hand it to the scheduler."""
+    m.Node.objects.filter(pk=fleet.node.pk).update(status="failed")
+    ticket = _open(wf, cabled, lead)
+    with monkeypatch.context() as patch:
+        patch.setattr(cabling_wf, "in_service", lambda node: True, raising=False)
+        ticket = take(wf, ticket, "start_drain", lead)
+    assert _node(fleet).status == "maintenance" and wf.scheduler.calls["drain"] == 1
+    ticket = take(wf, ticket, "cancel", lead, cancel_reason="x")
+    node = _node(fleet)
+    assert node.status == "failed" and not node.is_cordoned and wf.scheduler.calls["resume"] == 0
+
+
+def test_a_node_someone_else_changed_meanwhile_is_not_resumed(wf, cabled, fleet, lead):
+    from cmdb.services.nodes import nodes_set_status
+
+    ticket = take(wf, _open(wf, cabled, lead), "start_drain", lead)
+    nodes_set_status(node_ids=[fleet.node.pk], status="failed", reason="PSU dead")
+    ticket = take(wf, ticket, "cancel", lead, cancel_reason="x")
+    assert _node(fleet).status == "failed" and wf.scheduler.calls["resume"] == 0
+    message = ticket.timeline.filter(message__contains="left as is").get().message
+    assert "sh9-h100-0001 left as is (failed now)" in message
+
+
+def _provisioning_of(node: m.Node) -> str:
+    ticket = Ticket.objects.create(type="provisioning", title="bring up", state="joining", correlation_id="prv-1")
+    link_add(ticket=ticket, obj=node, role=LinkRole.SUBJECT)
+    return ticket.reference
+
+
+def _rollout_lock_on(node: m.Node) -> str:
+    assert node_locks_acquire(node_ids=[node.pk], owner=LockOwner(key="rollout:7", label="ROL-7")) == {}
+    return "ROL-7"
+
+
+@pytest.mark.parametrize("hold", [_provisioning_of, _rollout_lock_on])
+def test_a_node_a_provisioning_or_a_node_lock_holds_stays_drained(wf, cabled, fleet, lead, hold):
+    ticket = take(wf, _open(wf, cabled, lead), "start_drain", lead)
+    holder = hold(fleet.node)
+    ticket = take(wf, ticket, "cancel", lead, cancel_reason="x")
+    node = _node(fleet)
+    assert node.status == "maintenance" and node.is_cordoned and wf.scheduler.calls["resume"] == 0
+    release = StepRun.objects.get(ticket=ticket, step="release")
+    assert release.log_lines.filter(message__contains=f"stays drained for {holder}").exists()
+
+
+def test_two_cabling_tickets_on_one_node_keep_it_drained_until_both_are_done(wf, cabled, fleet, lead):
+    def by_hand(port: str) -> Ticket:
+        return wf.run(ticket_create, type_="cabling", title=port, requester=lead,
+                      inputs={"fabric": cabled.fabric.name, "ports": port})
+
+    first = take(wf, by_hand(PORTS[0]), "start_drain", lead)
+    second = take(wf, by_hand(PORTS[1]), "start_drain", lead)  # the node is drained already: held, not drained
+    assert (first.state, second.state) == ("recabling", "recabling") and wf.scheduler.calls["drain"] >= 1
+    take(wf, first, "cancel", lead, cancel_reason="x")
+    assert _node(fleet).status == "maintenance" and wf.scheduler.calls["resume"] == 0
+    take(wf, second, "cancel", lead, cancel_reason="x")
+    node = _node(fleet)
+    assert node.status == "active" and not node.is_cordoned and wf.scheduler.calls["resume"] == 1
+
+
+def test_all_nodes_are_asked_to_drain_before_waiting_for_any(wf, cabled, fleet, lead):
+    """Cables of two nodes on one ticket: the second node drains while the first still runs jobs."""
+    other = NodeFactory(hostname="sh9-h100-0002", site=fleet.site, cluster=fleet.cluster, status="active")
+    nic = m.Nic.objects.create(node=other, name="mlx5_0", kind="roce", rail=0)
+    nic_port = m.NicPort.objects.create(nic=nic, name="1", mac="b8:3f:d2:00:09:10")
+    port = m.SwitchPort.objects.create(switch=cabled.leaves[0], name="Ethernet1/2")
+    m.Link.objects.create(fabric=cabled.fabric, a_nic_port=nic_port, b_switch_port=port)
+    ticket = wf.run(ticket_create, type_="cabling", title="two nodes", requester=lead,
+                    inputs={"fabric": cabled.fabric.name, "ports": "sh9-leaf0:Ethernet1/1 sh9-leaf0:Ethernet1/2"})
+    assert ticket.data["node_ids"] == sorted([fleet.node.pk, other.pk])
+    wf.scheduler._node(scheduler_node(fleet.node)).running = 3
+
+    ticket = take(wf, ticket, "start_drain", lead)
+    assert ticket.state == "draining"
+    assert [name for op, name, _ in wf.scheduler.log if op == "drain"] == ["sh9-h100-0001", "sh9-h100-0002"]
+    assert m.Node.objects.get(pk=other.pk).status == "maintenance"
+
+    wf.scheduler._node(scheduler_node(fleet.node)).running = 0
+    wf.wake()
+    ticket = ticket_fresh(ticket)
+    assert ticket.state == "recabling" and wf.scheduler.calls["drain"] == 2
+    assert _node(fleet).status == "maintenance"
 
 
 # --- every transition of the graph, table-driven -----------------------------------------------------------------

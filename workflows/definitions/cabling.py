@@ -4,13 +4,15 @@ Opened from a fabric's cabling report (the API option, the button on the fabric'
 `manage.py cabling_report --open-tickets`): one ticket per fault (integrations/switches/cabling_faults.py) - a
 crossed pair is ONE ticket naming both cables and the swap, a cable in the wrong port one ticket naming the move,
 any other miswired, missing or unexpected cable one ticket. Never a second ticket while one is open for any of
-its ports. Or opened by hand, naming the fabric and the switch ports.
+its ports. Or opened by hand, naming the fabric and the switch ports. A port may be on another fabric's switch:
+a cable that landed there is exactly what to fix.
 
-    open --start_drain--> draining [drain: every affected node] --drained--> recabling
+    open --start_drain--> draining [drain: the affected nodes in service, all at once] --drained--> recabling
     open --start_live (the nodes keep running)--> recabling
     recabling --confirm_recabled--> verifying [verify: poll the ports' switches that have SNMP, re-run the
                                                fabric's cabling validation; every port of the ticket must be ok]
-    verifying --verified--> resuming [resume: the nodes this ticket drained] --node_resumed--> done
+    verifying --verified--> resuming [resume: the nodes this ticket drained, to their status before]
+                                      --node_resumed--> done
     verifying --verify_timed_out (still wrong after CABLING_VERIFY_TIMEOUT_MINUTES)--> verify_failed
     verify_failed --reverify--> verifying;  --recable_again--> recabling;  --force_resume--> resuming
     any open state --cancel--> cancelled [release: resume the nodes this ticket drained]
@@ -30,8 +32,9 @@ from typing import Any
 from django.db import models
 from django.db.models import Q
 
-from cmdb.models import Fabric, Link, Node, Switch
+from cmdb.models import Fabric, Link, Node, NodeStatus, Switch
 from cmdb.models.network import SwitchStatus
+from cmdb.services.nodes import node_uncordon, nodes_set_status
 from integrations.switches.cabling import Finding, PortRef
 from integrations.switches.cabling_service import fabric_cabling_report
 from integrations.switches.services import switches_poll_all
@@ -40,8 +43,8 @@ from ..conf import workflows_setting
 from ..declarations import Field, Transition, Workflow, step
 from ..engine import GuardError, link_add
 from ..models import LinkRole, StepEffect, StepLogLine, Ticket
-from ..steps import Done, StepContext, StepOutcome, WaitForEvent
-from .common import node_drain, node_resume
+from ..steps import Done, Failed, StepContext, StepOutcome, WaitForEvent
+from .common import drain_reason, node_drain, node_resume
 from .repair import RepairState
 
 
@@ -134,9 +137,10 @@ def _on_create(ticket: Ticket, values: Mapping[str, Any]) -> None:
     ports = ports_parse(values["ports"])
     if not ports:
         raise GuardError("Name at least one switch port.", field_errors={"ports": "Required."})
-    switches = {s.name: s for s in Switch.objects.filter(fabric=fabric, name__in={p.device for p in ports})}
+    # Any switch of the CMDB: a cable of this fabric plugged into another fabric's switch is a fault to fix here.
+    switches = {s.name: s for s in Switch.objects.filter(name__in={p.device for p in ports})}
     if unknown := sorted({p.device for p in ports} - set(switches)):
-        raise GuardError(f"Not a switch of {fabric}: {', '.join(unknown)}.", field_errors={"ports": "Unknown switch."})
+        raise GuardError(f"No switch named {', '.join(unknown)}.", field_errors={"ports": "Unknown switch."})
     if (twin := open_ticket_for_ports(fabric.pk, ports)) is not None:
         raise GuardError(f"{twin.reference} is already open for {', '.join(twin.data.get('ports', []))}.")
     for name in sorted(switches):
@@ -192,12 +196,58 @@ def drained_by(ticket: Ticket) -> dict[int, str | None]:
     return found
 
 
+def in_service(node: Node) -> bool:
+    """Whether `node` takes jobs: active and not cordoned. Any other node (racked, failed, in maintenance,
+    cordoned by someone) is not this ticket's to drain, nor to put into service afterwards."""
+    return node.status == NodeStatus.ACTIVE and not node.is_cordoned
+
+
+def _cabling_drain_of(ticket: Ticket, node: Node) -> tuple[Ticket, str] | None:
+    """Another open cabling ticket that drained `node`, and the node's status before that drain."""
+    for other in Ticket.objects.filter(type="cabling", is_open=True).exclude(pk=ticket.pk).order_by("pk"):
+        if node.pk in other.data.get("node_ids", []) and (before := drained_by(other).get(node.pk)):
+            return other, before
+    return None
+
+
 def _held_elsewhere(ticket: Ticket, node: Node) -> list[str]:
-    """Other open tickets that keep `node` drained: a cabling ticket that drained it, a repair working on it."""
+    """What else keeps `node` out of service: a cabling ticket that drained it, a repair working on it, an open
+    provisioning of it, a change (driver rollout, provisioning) holding its node lock."""
+    from workflows.rollouts.locks import node_lock_holders
+
     cabling = [t for t in Ticket.objects.filter(type="cabling", is_open=True).exclude(pk=ticket.pk)
                if node.pk in t.data.get("node_ids", []) and node.pk in drained_by(t)]
     repairs = Ticket.objects.filter(type="repair", is_open=True, state__in=REPAIR_HOLDS_NODE, links__node=node)
-    return sorted({t.reference for t in [*cabling, *repairs]})
+    provisioning = Ticket.objects.filter(type="provisioning", is_open=True, links__node=node)
+    locks = node_lock_holders([node.pk], exclude_key=f"ticket:{ticket.pk}")
+    return sorted({t.reference for t in [*cabling, *repairs, *provisioning]} | set(locks.values()))
+
+
+def _node_restore(ctx: StepContext, node: Node, status_before: str | None) -> str:
+    """Undo this ticket's drain of `node`: back to exactly the status it had, in the scheduler only when that
+    was in service. Returns what was done, for the step's message."""
+    node_ctx = NodeStepContext(ctx, node)
+    if status_before is None:  # only the scheduler drain ran: the CMDB still says what the node is
+        status_before = node.status
+    elif node.status not in (NodeStatus.DRAINING, NodeStatus.MAINTENANCE):
+        # Someone changed it since the drain (failed, decommissioned...): theirs now, not ours to resume.
+        return f"{node} left as is ({node.status} now)"
+    if status_before == NodeStatus.ACTIVE:
+        node_resume(node_ctx, node, status_before=status_before)
+        return f"resumed {node}"
+
+    # Drained while not in service (before drains were limited to nodes in service): its status back, its
+    # cordon lifted if it is this ticket's, and no resume in the scheduler - it took no jobs before either.
+    def cmdb_restore() -> dict[str, Any]:
+        fresh = Node.objects.get(pk=node.pk)
+        nodes_set_status(node_ids=[fresh.pk], status=status_before, reason=drain_reason(ctx.ticket))
+        ours = fresh.is_cordoned and fresh.cordon_reason.startswith(f"{ctx.ticket.reference}: ")
+        if ours:
+            node_uncordon(node=fresh)
+        return {"status": status_before, "uncordoned": ours}
+
+    node_ctx.effect("cmdb_restore", cmdb_restore)
+    return f"{node} back to {status_before}, not resumed"
 
 
 def _resume_drained(ctx: StepContext) -> str:
@@ -210,9 +260,8 @@ def _resume_drained(ctx: StepContext) -> str:
             ctx.log(f"{node} stays drained for {', '.join(holders)}")
             kept.append(f"{node} (held by {', '.join(holders)})")
             continue
-        node_resume(NodeStepContext(ctx, node), node, status_before=status_before or node.status)
-        done.append(str(node))
-    parts = [f"resumed {', '.join(done)}" if done else "no node to resume"]
+        done.append(_node_restore(ctx, node, status_before))
+    parts = ["; ".join(done) if done else "no node to resume"]
     if kept:
         parts.append(f"left drained: {', '.join(kept)}")
     return "; ".join(parts)
@@ -223,16 +272,47 @@ def _resume_drained(ctx: StepContext) -> str:
 
 @step("drain", label="Drain the affected nodes", time_limit_s=300)
 def drain(ctx: StepContext) -> StepOutcome:
-    """Drain every node on the ticket's cables in its scheduler, mark it draining and cordoned with the ticket as
-    reason, and wait until its jobs are gone (then it is in maintenance)."""
+    """Drain the nodes on the ticket's cables that are in service (active, not cordoned) in their scheduler, mark
+    them draining and cordoned with the ticket as reason, and wait until their jobs are gone (then they are in
+    maintenance). All are asked to drain before waiting on any, so a crossed pair across two nodes costs one
+    drain's time. A node another open cabling ticket drained is held too (the last ticket done resumes it); any
+    other node not in service is left alone, and so is not resumed at the end either."""
     nodes = list(Node.objects.select_related("cluster", "site").filter(pk__in=ctx.ticket.data.get("node_ids", []))
                  .order_by("hostname"))
+    ours = drained_by(ctx.ticket)  # an earlier attempt's drains: no longer "in service", still ours to finish
+    draining, left_alone = [], []
     for node in nodes:
-        _, waiting = node_drain(NodeStepContext(ctx, node), node)
-        if waiting is not None:
-            return waiting
-    names = ", ".join(n.hostname for n in nodes)
-    return Done(transition="drained", message=f"drained {names}" if nodes else "no node on these cables")
+        if node.pk in ours or in_service(node):
+            draining.append(node)
+        elif (other := _cabling_drain_of(ctx.ticket, node)) is not None:
+            # Another cabling fault's ticket drained it: hold it as drained too, so the first one done does not
+            # resume it under this ticket's technician; the last one done restores the status from before.
+            holder, before = other
+            NodeStepContext(ctx, node).effect("cmdb_drain", lambda before=before, holder=holder: {
+                "status_before": before, "drain_reason": f"drained by {holder.reference}"})
+            draining.append(node)
+        else:
+            left_alone.append(node)
+    waits: list[WaitForEvent] = []
+    failures: list[Failed] = []
+    for node in draining:
+        _, outcome = node_drain(NodeStepContext(ctx, node), node)
+        if isinstance(outcome, Failed):
+            failures.append(outcome)
+        elif outcome is not None:
+            waits.append(outcome)
+    if failures:
+        return Failed(reason="; ".join(f.reason for f in failures))
+    if waits:
+        return WaitForEvent(key=waits[0].key, recheck_in=min(w.recheck_in for w in waits),
+                            message="; ".join(w.message for w in waits))
+    parts = [f"drained {', '.join(n.hostname for n in draining)}" if draining else "no node to drain"]
+    if left_alone:
+        parts.append("not in service, left alone: " + ", ".join(
+            f"{n.hostname} ({n.status}{', cordoned' if n.is_cordoned else ''})" for n in left_alone))
+    elif not nodes:
+        parts = ["no node on these cables"]
+    return Done(transition="drained", message="; ".join(parts))
 
 
 def _port_problem(port: PortRef, finding: Finding | None, planned: bool) -> str:
@@ -276,8 +356,9 @@ def verify(ctx: StepContext) -> StepOutcome:
 
 @step("resume", label="Resume the drained nodes", time_limit_s=300)
 def resume(ctx: StepContext) -> StepOutcome:
-    """Resume the nodes this ticket drained, restore their status and lift the ticket's cordon - except a node
-    another open ticket still holds drained (a repair of one of its cards, another cabling fault)."""
+    """Resume the nodes this ticket drained, restore exactly their status from before and lift the ticket's
+    cordon - except a node something else still holds (another cabling fault, a repair of one of its cards, an
+    open provisioning, a node lock) or whose status someone changed meanwhile."""
     return Done(transition="node_resumed", message=_resume_drained(ctx))
 
 

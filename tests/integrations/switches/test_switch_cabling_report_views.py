@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from cmdb.models import Fabric, Link
+from cmdb.models import Fabric, Link, Switch
 from integrations.switches.cabling import FindingKind
 from integrations.switches.cabling_service import fabric_cabling_report
 from integrations.switches.models import ObservedLink, PollRun
@@ -241,3 +241,61 @@ def test_cabling_page_shows_exactly_the_faults(fabric, client, user):
 def test_pages_require_login(fabric, client, path):
     response = client.get(path.format(pk=fabric.pk))
     assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+def test_a_refused_fault_is_skipped_with_its_reason_and_the_others_still_get_tickets(
+        fabric, api, client, user, monkeypatch, django_capture_on_commit_callbacks):
+    """The crossed pair's leaf is renamed between the report and the tickets: its fault is refused (no such
+    switch) and listed as skipped; the moved cable, sorted after it, still gets its ticket."""
+    from integrations.switches import cabling_tickets
+    from workflows.models import Ticket, TicketLink
+
+    stale = fabric_cabling_report(fabric)
+    monkeypatch.setattr(cabling_tickets, "fabric_cabling_report", lambda fabric: stale)
+    Switch.objects.filter(name=f"{LEAF}2").update(name=f"{LEAF}2-renamed")
+    links = TicketLink.objects.count()
+
+    with django_capture_on_commit_callbacks():
+        response = api.post(f"/api/integrations/switches/fabrics/{fabric.pk}/cabling/tickets/")
+    assert response.status_code == 201
+    body = response.json()
+    moved = Ticket.objects.get(type="cabling")
+    assert [t["ticket"] for t in body["created"]] == [moved.reference] and body["existing"] == []
+    assert body["skipped"] == [{"kind": "crossed", "ports": [f"{LEAF}2:p3", f"{LEAF}5:p3"],
+                                "title": f"Crossed cables on {LEAF}2:p3 and {LEAF}5:p3",
+                                "reason": f"No switch named {LEAF}2."}]
+    assert TicketLink.objects.count() == links + moved.links.count()  # nothing of the refused one was kept
+
+    client.force_login(user)
+    page = client.post(f"/fabrics/{fabric.pk}/cabling/tickets/", follow=True).content.decode()
+    assert f"Already open for the other fault(s): {moved.reference}." in page
+    assert f"No ticket for 1 fault(s): Crossed cables on {LEAF}2:p3 and {LEAF}5:p3: No switch named {LEAF}2." in page
+
+
+def test_a_double_click_gets_the_twin_not_an_error(fabric, api, monkeypatch, django_capture_on_commit_callbacks):
+    """Two requests race: the second passes every dedup check before the first commits, and its INSERT hits the
+    unique index on open dedup keys. Simulated by blinding the second request's checks to the first's ticket."""
+    from workflows.definitions import cabling as cabling_wf
+    from workflows.models import Ticket, TicketLink, TimelineEntry
+
+    url = f"/api/integrations/switches/fabrics/{fabric.pk}/cabling/tickets/"
+    with django_capture_on_commit_callbacks():
+        (twin,) = api.post(url, {"kind": "miswired"}).json()["created"]
+    counts = (Ticket.objects.count(), TicketLink.objects.count(), TimelineEntry.objects.count())
+
+    monkeypatch.setattr(cabling_wf, "open_tickets_by_port", lambda fabric_id: {})  # read before the twin committed
+    real_filter, blinded = Ticket.objects.filter, []
+
+    def dedup_check_before_the_twin_committed(*args, **kwargs):
+        if "dedup_key" in kwargs and not blinded:
+            blinded.append(kwargs["dedup_key"])
+            return real_filter(*args, **kwargs).none()
+        return real_filter(*args, **kwargs)
+
+    monkeypatch.setattr(Ticket.objects, "filter", dedup_check_before_the_twin_committed)
+    with django_capture_on_commit_callbacks():
+        response = api.post(url, {"kind": "miswired"})
+    assert blinded, "the engine's dedup check was not the one blinded"
+    assert response.status_code == 200
+    assert response.json() == {"created": [], "existing": [twin], "skipped": []}
+    assert (Ticket.objects.count(), TicketLink.objects.count(), TimelineEntry.objects.count()) == counts
