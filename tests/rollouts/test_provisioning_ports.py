@@ -262,10 +262,11 @@ def test_dry_run_shows_the_diff_and_changes_nothing(lead, fakes, settings):
     ticket = _to_ports(fakes, lead)
     step = StepRun.objects.get(ticket=ticket, step="configure_ports")
     assert step.status == "succeeded"
-    assert "0 port(s) changed, 0 already right, 8 would change (dry run" in _timeline(ticket)
+    assert "dry run: nothing pushed, 0 port(s) changed, 0 already right, 8 would change (dry run" in _timeline(ticket)
     assert switches.applied == [] and switches.running == {}
     assert {c.mtu for c in switches.changes} == {9000}
     log = _log(ticket, "configure_ports")
+    assert "dry run: nothing pushed (SWITCH_CONFIG_DRY_RUN)" in log
     assert "dry run, not applied" in log and "+mtu 9000" in log and f"+description {ROCE_NODE}:hccn0" in log
     run = ProvisioningRun.objects.get(ticket=ticket)
     assert run.configured_ports == []

@@ -183,6 +183,9 @@ def configure_ports(ctx: StepContext) -> StepOutcome:
         would = sum(1 for p in pushed if p.get("dry_run") and p.get("commands"))
         right = len(pushed) - applied - skipped - would
         parts = [f"{applied} port(s) changed", f"{right} already right"]
+        if any(p.get("dry_run") for p in pushed):
+            ctx.log("dry run: nothing pushed (SWITCH_CONFIG_DRY_RUN)")
+            parts.insert(0, "dry run: nothing pushed")
         if would:
             parts.append(f"{would} would change (dry run: SWITCH_CONFIG_DRY_RUN, nothing pushed; diffs in the log)")
         if skipped:

@@ -271,6 +271,18 @@ def test_a_refused_fault_is_skipped_with_its_reason_and_the_others_still_get_tic
     assert f"Already open for the other fault(s): {moved.reference}." in page
     assert f"No ticket for 1 fault(s): Crossed cables on {LEAF}2:p3 and {LEAF}5:p3: No switch named {LEAF}2." in page
 
+    from integrations.switches.management.commands import cabling_report as command
+
+    monkeypatch.setattr(command, "fabric_cabling_report", lambda *args, **kwargs: stale)
+    out = StringIO()
+    call_command("cabling_report", FABRIC, "--problems-only", "--open-tickets", stdout=out)
+    assert (f"- skipped: Crossed cables on {LEAF}2:p3 and {LEAF}5:p3 (No switch named {LEAF}2.)"
+            in out.getvalue().splitlines())
+    out = StringIO()
+    call_command("cabling_report", FABRIC, "--json", "--open-tickets", stdout=out)
+    skipped = [t for t in json.loads(out.getvalue())["tickets"] if t["skipped"]]
+    assert [(t["ticket"], t["created"], t["skipped"]) for t in skipped] == [(None, False, f"No switch named {LEAF}2.")]
+
 
 def test_a_double_click_gets_the_twin_not_an_error(fabric, api, monkeypatch, django_capture_on_commit_callbacks):
     """Two requests race: the second passes every dedup check before the first commits, and its INSERT hits the

@@ -37,7 +37,7 @@ class Command(BaseCommand):
         tickets = []
         if options["open_tickets"]:
             tickets = [{"kind": r.fault.kind.value, "ports": [str(p) for p in r.fault.ports], "title": r.fault.title,
-                        "ticket": r.reference, "created": r.created}
+                        "ticket": r.reference or None, "created": r.created, "skipped": r.skipped or None}
                        for r in cabling_tickets_open(fabric, requester=None, findings=findings)]
         if options["json"]:
             self.stdout.write(json.dumps({
@@ -58,5 +58,6 @@ class Command(BaseCommand):
         counts = ", ".join(f"{k} {v}" for k, v in summary.counts.items())
         self.stdout.write(f"{fabric.name}: {counts}, rail violations {summary.rail_violations}")
         for t in tickets:
-            verb = "opened" if t["created"] else "already open"
-            self.stdout.write(f"{t['ticket']} {verb}: {t['title']}")
+            verb = "skipped" if t["skipped"] else "opened" if t["created"] else "already open"
+            reason = f" ({t['skipped']})" if t["skipped"] else ""
+            self.stdout.write(f"{t['ticket'] or '-'} {verb}: {t['title']}{reason}")
