@@ -130,6 +130,13 @@ def test_preparing_is_shown_and_refuses_submit_and_start_until_the_step_wrote_th
     assert "Install nvidia-driver 570.133.20 on 200 node(s)" in ticket.change_plan
     fragment = client.get(f"/rollouts/tickets/{ticket_id}/progress/", HTTP_HX_REQUEST="true")
     assert fragment.status_code == 286  # a written plan does not move until approved
+    # The ticket page still showing "preparing" is told to reload (its badge and buttons follow); one showing
+    # the current state is not.
+    page_was = client.get(f"/rollouts/tickets/{ticket_id}/progress/?state=preparing", HTTP_HX_REQUEST="true")
+    assert page_was["HX-Refresh"] == "true"
+    current = client.get(f"/rollouts/tickets/{ticket_id}/progress/?state=draft", HTTP_HX_REQUEST="true")
+    assert "HX-Refresh" not in current
+    assert 'progress/?state=draft"' in client.get(f"/tickets/{ticket_id}/").content.decode()
     accepted = client.post(f"/api/workflows/tickets/{ticket_id}/transitions/submit/", {"inputs": {}},
                            content_type="application/json")
     assert accepted.status_code == 200, accepted.content

@@ -50,6 +50,14 @@ def rollout_progress_view(request: HttpRequest, pk: int) -> HttpResponse:
     return _progress_response(request, _rollout_or_404(request, pk=pk))
 
 
+def _reload_if_moved(request: HttpRequest, response: HttpResponse, state: str) -> HttpResponse:
+    """The page polling this panel shows the ticket in `?state=`; once a step moved it on, htmx reloads the page."""
+    shown = request.GET.get("state")
+    if getattr(request, "htmx", False) and shown and shown != state:
+        response["HX-Refresh"] = "true"
+    return response
+
+
 @login_required
 def ticket_progress_view(request: HttpRequest, ticket_id: int) -> HttpResponse:
     """The panel of a rollout or provisioning ticket (whichever the ticket is)."""
@@ -57,7 +65,7 @@ def ticket_progress_view(request: HttpRequest, ticket_id: int) -> HttpResponse:
     if rollout is not None:
         if not can_see(request.user, rollout):
             raise Http404("No such rollout.")
-        return _progress_response(request, rollout)
+        return _reload_if_moved(request, _progress_response(request, rollout), rollout.ticket.state)
     run = ProvisioningRun.objects.select_related("ticket", "rack", "cluster").filter(ticket_id=ticket_id).first()
     if run is None or not can_see(request.user, run):
         raise Http404("Nothing to show for this ticket.")
@@ -67,4 +75,4 @@ def ticket_progress_view(request: HttpRequest, ticket_id: int) -> HttpResponse:
     response = render(request, "rollouts/_provisioning.html", {"run": run, "p": progress})
     if getattr(request, "htmx", False) and not progress["is_moving"]:
         response.status_code = STOP_POLLING
-    return response
+    return _reload_if_moved(request, response, run.ticket.state)
