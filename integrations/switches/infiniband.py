@@ -13,20 +13,27 @@ A host end (CA) is matched to the CMDB's HCA port - which the node agent's repor
 GUID, else by node GUID + port number (port 1 of a ConnectX HCA carries the node GUID; imports may know only
 node GUIDs). GUIDs compare by value (`cabling.canonical_guid`): ibnetdiscover prints `0x` + 16 digits, imports
 and other tools drop the prefix, the padding or use upper case.
+
+A site may run several subnets (a compute and a storage fabric, each with its own subnet manager), swept one at a
+time: a sweep replaces only its own subnet's observations (`_sweep_scope`). The ports report names no subnet -
+no subnet prefix, no SM LID, and those would not tell subnets apart anyway (fe80:: and LID 1 are the defaults on
+every subnet) - so a subnet is known by its switches: the ones the report lists, the CMDB fabric they are in,
+and the previous sweep that saw them.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from cmdb.models import NicPort, Node, Switch
+from cmdb.models import Fabric, NicPort, Node, Switch
 from gpuops.context import ChangeSource, change_context
 
 from .cabling import Observation, canonical_guid, device_key
@@ -42,6 +49,9 @@ _LINE = re.compile(
 )
 # PostgreSQL advisory lock id that queues sweeps one behind the other (see `_sweep_lock`).
 SWEEP_LOCK_ID = zlib.crc32(b"gpuops.integrations.switches.ibnetdiscover_apply")
+SHOWN = 10  # switches named in a refusal or warning
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -154,18 +164,80 @@ class HcaPorts:
         return self.by_port_guid.get(g) or self.by_node_guid.get((g, str(port)))
 
 
-def ibnetdiscover_apply(text: str, *, task_id: str = "") -> PollRun:
-    """Store a sweep: make the ibnetdiscover observations exactly what this report shows. Switch ports are
-    linked to the CMDB Switch whose name matches the node description, host ends to the CMDB's HCA port
-    (`HcaPorts.find`); an HCA the CMDB learns later is linked when its node's agent report arrives
-    (`ib_links_resolve_node`).
+class SweepOutsideFabric(ValueError):
+    """A sweep meant for a fabric saw none of its switches: usually another subnet (HCA port) was swept."""
+
+
+@dataclass(frozen=True)
+class SeenSwitch:
+    """A switch whose ports the report lists, and the CMDB switch named like its node description."""
+
+    guid: str
+    description: str
+    switch: Switch | None
+
+    def __str__(self) -> str:
+        if self.switch is None:
+            return f"'{self.description}' {self.guid} (not in the CMDB)"
+        return f"{self.switch.name} ({self.switch.fabric.name if self.switch.fabric_id else 'no fabric'})"
+
+
+def cmdb_switches() -> dict[str, Switch]:
+    """CMDB switches by `device_key` of their name, with their fabric."""
+    rows = Switch.objects.select_related("fabric").only("id", "name", "fabric__name")
+    return {device_key(s.name): s for s in rows}
+
+
+def switches_seen(records: Iterable[IbPortRecord], switches: Mapping[str, Switch]) -> list[SeenSwitch]:
+    """The sweep's switches, one per node GUID: those with ports in the report (a switch that is only some
+    port's peer is not listed by this report)."""
+    seen: dict[str, SeenSwitch] = {}
+    for rec in records:
+        if rec.local.node_type == "SW" and rec.local.guid not in seen:
+            switch = switches.get(device_key(rec.local.description))
+            seen[rec.local.guid] = SeenSwitch(rec.local.guid, rec.local.description, switch)
+    return list(seen.values())
+
+
+def _named(items: Sequence[object]) -> str:
+    more = f" and {len(items) - SHOWN} more" if len(items) > SHOWN else ""
+    return (", ".join(str(item) for item in items[:SHOWN]) or "no switch") + more
+
+
+def _by_fabric(seen: Sequence[SeenSwitch]) -> dict[Fabric, list[str]]:
+    """The names of the seen CMDB switches that are in a fabric, by fabric."""
+    fabrics: dict[Fabric, list[str]] = {}
+    for s in seen:
+        if s.switch is not None and s.switch.fabric is not None:
+            fabrics.setdefault(s.switch.fabric, []).append(s.switch.name)
+    return fabrics
+
+
+def sweep_fabric_check(seen: Sequence[SeenSwitch], fabric: Fabric) -> None:
+    """Refuse to store a sweep as `fabric`'s when it saw none of the fabric's switches."""
+    if not any(s.switch is not None and s.switch.fabric_id == fabric.pk for s in seen):
+        raise SweepOutsideFabric(
+            f"fabric {fabric.name}: the sweep saw none of its switches, it saw {_named(seen)}. Was another subnet "
+            "swept (ibnetdiscover on the wrong HCA port, -C/-P)? Nothing stored.")
+
+
+def ibnetdiscover_apply(text: str, *, task_id: str = "", fabric: Fabric | None = None) -> PollRun:
+    """Store a sweep: make the ibnetdiscover observations of the swept subnet exactly what this report shows
+    (`_sweep_scope`: other subnets' observations are left alone). Switch ports are linked to the CMDB Switch whose
+    name matches the node description, host ends to the CMDB's HCA port (`HcaPorts.find`); an HCA the CMDB
+    learns later is linked when its node's agent report arrives (`ib_links_resolve_node`).
+
+    `fabric` says which CMDB fabric the subnet is; a report with none of its switches raises SweepOutsideFabric.
 
     A cable seen again keeps its row (new LIDs are refreshed without a record: the subnet manager hands them
     out); an observation that appeared or disappeared, or whose peer description changed, gets a change record
     (source integration, correlation id `task_id` when a worker ran it, else the caller's). Overlapping sweeps
     store one after the other (`_sweep_lock`)."""
     records = parse_ibnetdiscover_ports(text)
-    switches = {device_key(s.name): s for s in Switch.objects.all().only("id", "name")}
+    switches = cmdb_switches()
+    seen = switches_seen(records, switches)
+    if fabric is not None:
+        sweep_fabric_check(seen, fabric)
     hcas = HcaPorts.load()
     with change_context(source=ChangeSource.INTEGRATION, correlation_id=task_id or None), transaction.atomic():
         _sweep_lock()
@@ -185,25 +257,69 @@ def ibnetdiscover_apply(text: str, *, task_id: str = "") -> PollRun:
                 nic_port_id=hca[0] if hca else None, node_id=hca[1] if hca else None,
             )
             wanted.setdefault(_key(row), row)
-        old = {_key(row): row for row in ObservedLink.objects.filter(source=ObservationSource.IBNETDISCOVER)}
-        observations_sync(old=old, wanted=wanted, reason=f"ibnetdiscover sweep #{run.pk}",
-                          resolution=("switch", "nic_port", "node", "local_lid", "remote_lid"),
-                          announced=("remote_system", "remote_port_description"), touch={"poll_run": run})
+        stored = ObservedLink.objects.filter(source=ObservationSource.IBNETDISCOVER)
+        old = {_key(row): row for row in stored.filter(_sweep_scope(seen, fabric, run))}
+        result = observations_sync(old=old, wanted=wanted, reason=f"ibnetdiscover sweep #{run.pk}",
+                                   resolution=("switch", "nic_port", "node", "local_lid", "remote_lid"),
+                                   announced=("remote_system", "remote_port_description"), touch={"poll_run": run})
         run.status = PollStatus.OK
         run.finished_at = timezone.now()
         run.ports_seen = len(records)
         run.neighbors_seen = len(wanted)
         run.save()
+    logger.info("ibnetdiscover sweep #%s: %d switches, %d observations (%d new, %d gone)", run.pk, len(seen),
+                len(wanted), result.created, result.removed)
     return run
+
+
+def _sweep_scope(seen: Sequence[SeenSwitch], fabric: Fabric | None, run: PollRun) -> Q:
+    """The stored observations a sweep replaces: those of its subnet's switches.
+
+    - the switches it saw: by CMDB switch, else by node description (what `local_device` holds; the rows keep no
+      node GUID);
+    - the other switches of its CMDB fabric: `fabric`, else the one fabric of the CMDB switches it saw - a switch
+      powered off is not in the report, but still in its fabric. When they are in several fabrics (a switch
+      recorded in the wrong one, or moved to this subnet) no fabric is taken: that would empty another
+      fabric's observations;
+    - of switches without a fabric (not in the CMDB, or in no fabric): those the subnet's previous sweep stored,
+      i.e. the poll run that last stored observations of the switches this sweep saw. When that is several runs
+      (a switch came over from another subnet), none.
+    A switch that was not seen stays in scope only by these rules, so another subnet's observations are kept.
+    """
+    ids = {s.switch.pk for s in seen if s.switch is not None}
+    names = {s.description for s in seen} | {s.switch.name for s in seen if s.switch is not None}
+    mine = Q(switch_id__in=ids) | Q(local_device__in=names)
+    scope = mine
+    fabrics = _by_fabric(seen)
+    if fabric is None and len(fabrics) == 1:
+        (fabric,) = fabrics
+    elif len(fabrics) > 1:
+        described = "; ".join(f"{f.name}: {_named(fabrics[f])}" for f in sorted(fabrics, key=lambda f: f.name))
+        keeps = f"as fabric {fabric.name}" if fabric else "observations of switches it did not see are kept"
+        logger.warning("ibnetdiscover sweep #%s saw switches of several fabrics (%s); %s. A switch in the wrong "
+                       "fabric in the CMDB, or moved to this subnet?", run.pk, described, keeps)
+    if fabric is not None:
+        scope |= Q(switch__fabric=fabric)
+    previous = set(ObservedLink.objects.filter(mine, source=ObservationSource.IBNETDISCOVER)
+                   .exclude(poll_run=None).order_by().values_list("poll_run", flat=True)
+                   .distinct())
+    if len(previous) == 1:
+        scope |= Q(poll_run__in=previous) & (Q(switch=None) | Q(switch__fabric=None))
+    elif previous:
+        logger.warning("ibnetdiscover sweep #%s: the switches it saw were last stored by sweeps %s; observations "
+                       "of switches without a fabric that it did not see are kept", run.pk,
+                       ", ".join(f"#{pk}" for pk in sorted(previous)))
+    return scope
 
 
 def _sweep_lock() -> None:
     """Queue behind any sweep still storing (held until the caller's transaction ends), then read what it committed.
 
     Overlapping sweeps (cron plus a manual run) would otherwise both insert the same new observations and the
-    second would fail on the unique constraint. A sweep replaces every ibnetdiscover observation and the report
-    names no CMDB Fabric (which may not exist yet), so one advisory lock serves all sweeps: no row has to exist and
-    nothing else is blocked. SQLite needs none: its transactions take the write lock when they begin (IMMEDIATE).
+    second would fail on the unique constraint, or read a scope (`_sweep_scope`) the other is rewriting. The
+    report names no subnet and no CMDB Fabric (which may not exist yet), so one advisory lock serves all sweeps,
+    of every subnet: no row has to exist and nothing else is blocked. SQLite needs none: its transactions take the
+    write lock when they begin (IMMEDIATE).
     """
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:

@@ -1,7 +1,7 @@
 """Replace one observer's observations with what it reports now, writing change records for the difference.
 
 Every discovery path goes through `observations_sync`: an SNMP poll (a switch's LLDP table), an ibnetdiscover
-sweep (the fabric's InfiniBand ports) and an applied agent report (a node's lldpd). Rows are matched by the
+sweep (one subnet's InfiniBand ports) and an applied agent report (a node's lldpd). Rows are matched by the
 caller's key - the observer's port and the neighbour's chassis id + port id - so a cable seen again keeps its
 row, id and first_seen_at. ObservedLink is not a TrackedModel (every poll touches it), so its history is written
 here: a record for each observation that appeared or disappeared, and for each whose announced facts changed

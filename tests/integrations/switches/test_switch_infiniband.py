@@ -1,13 +1,17 @@
-"""`ibnetdiscover -p` parsing on the real captures, link de-duplication, storage and cabling over GUIDs."""
+"""`ibnetdiscover -p` parsing on the real captures, link de-duplication, storage (scoped to the swept subnet) and
+cabling over GUIDs."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
+from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.db import connection
 
 from cmdb.models import ChangeRecord, Fabric, Link, Nic, NicPort, Node, Switch, SwitchPort
@@ -28,7 +32,7 @@ from integrations.switches.infiniband import (
     ibnetdiscover_apply,
     parse_ibnetdiscover_ports,
 )
-from integrations.switches.models import ObservedLink
+from integrations.switches.models import ObservedLink, PollRun
 from inventory_agents.services.health import health_policies_ensure
 from inventory_agents.services.tokens import agent_token_issue
 from tests.inventory_agents.server.ingest_support import REPORTS_URL, make_node, report_of
@@ -42,6 +46,47 @@ def _read(name: str) -> str:
     if not path.exists():
         pytest.skip(f"{path} is absent")
     return path.read_text()
+
+
+COMPUTE = ("ib-i1l1s01", "ib-i4l1s01")  # the switches of the capture with cables (ib-i7l2s01 has none up)
+STORAGE = ("ib-s1", "ib-s2", "ib-s3")
+
+
+def compute_report(*, without: str = "") -> str:
+    """The captured subnet; `without` a switch (powered off: neither its ports nor its cables are listed)."""
+    return "".join(line + "\n" for line in _read("treydock_ibnetdiscover_test.out").splitlines()
+                   if not without or f"'{without}'" not in line)
+
+
+def storage_report(*, without: str = "") -> str:
+    """A second subnet with its own subnet manager: ib-s1 with ib-s2 and ib-s3 below it, one host on each. LIDs
+    are per subnet, so they repeat the compute subnet's."""
+    def sw(n: int, port: int) -> tuple[str, str]:
+        return f"SW {1719 + n:>5} {port:>2} 0x0002c90300aa{n:04x}", f"ib-s{n}"
+
+    def ca(n: int) -> tuple[str, str]:
+        return f"CA {130 + n:>5}  1 0x0002c90300bb{n:04x}", f"s000{n} HCA-1"
+
+    cables = [(sw(1, 1), ca(1)), (sw(1, 2), sw(2, 1)), (sw(1, 3), sw(3, 1)), (sw(2, 2), ca(2)), (sw(3, 2), ca(3))]
+    lines = [f"{a[0]} 4x HDR - {b[0]} ( '{a[1]}' - '{b[1]}' )" for x, y in cables for a, b in ((x, y), (y, x))]
+    return "".join(line + "\n" for line in lines if not without or f"'{without}'" not in line)
+
+
+def observed(names: tuple[str, ...]) -> set[tuple[str, str]]:
+    return set(ObservedLink.objects.filter(source="ibnetdiscover", local_device__in=names).values_list(
+        "local_device", "local_port"))
+
+
+@pytest.fixture
+def two_fabrics(fabric_site) -> tuple[Fabric, Fabric]:
+    """The compute and the storage fabric in the CMDB, each switch in its own."""
+    site, vendor = fabric_site
+    compute = Fabric.objects.create(name="compute", kind="infiniband", purpose="compute", site=site)
+    storage = Fabric.objects.create(name="storage", kind="infiniband", purpose="storage", site=site)
+    for fabric, names in ((compute, COMPUTE), (storage, STORAGE)):
+        for name in names:
+            Switch.objects.create(name=name, vendor=vendor, site=site, fabric=fabric)
+    return compute, storage
 
 
 def test_ports_report_of_a_small_fabric():
@@ -95,6 +140,114 @@ def test_store_sweep(fabric_site):
         "0x7cfe9003003b4bde", "o0001", 1719, 134)
     ibnetdiscover_apply(_read("treydock_ibnetdiscover_test.out"))  # a new sweep replaces the old rows
     assert ObservedLink.objects.filter(source="ibnetdiscover").count() == 4
+
+
+def test_storage_report_parses_like_a_capture():
+    records = parse_ibnetdiscover_ports(storage_report())
+    assert len(records) == 10 and len(ib_links(records)) == 5
+    assert records[0].local == IbPort("SW", 1720, 1, "0x0002c90300aa0001", "ib-s1")
+    assert records[0].peer == IbPort("CA", 131, 1, "0x0002c90300bb0001", "s0001 HCA-1")
+
+
+@pytest.mark.parametrize("in_cmdb", [True, False], ids=["cmdb-fabrics", "not-in-cmdb"])
+def test_two_subnets_swept_alternately_keep_each_others_observations(request, fabric_site, in_cmdb):
+    """Each subnet is swept on its own (its own subnet manager): a sweep replaces its subnet's observations only,
+    whether its switches are in CMDB fabrics or unknown to the CMDB."""
+    if in_cmdb:
+        request.getfixturevalue("two_fabrics")
+    compute, storage = compute_report(), storage_report()
+    ibnetdiscover_apply(compute)
+    ibnetdiscover_apply(storage)
+    rows = set(ObservedLink.objects.values_list("id", "local_device", "local_port"))
+    assert observed(COMPUTE) == {("ib-i1l1s01", "1"), ("ib-i1l1s01", "10"), ("ib-i1l1s01", "11"),
+                                 ("ib-i4l1s01", "35")}
+    assert len(observed(STORAGE)) == 7
+    for text in (compute, storage, compute):
+        ibnetdiscover_apply(text)
+        assert set(ObservedLink.objects.values_list("id", "local_device", "local_port")) == rows  # the same rows
+    assert not ChangeRecord.objects.filter(content_type__model="observedlink", action="delete").exists()
+    if in_cmdb:
+        assert ObservedLink.objects.filter(switch__fabric__name="storage").count() == 7
+
+
+@pytest.mark.parametrize("in_cmdb", [True, False], ids=["cmdb-fabrics", "not-in-cmdb"])
+def test_a_switch_gone_from_its_subnet_loses_its_observations(request, fabric_site, in_cmdb):
+    """A powered-off switch is not in its subnet's report: its observations go with that subnet's next sweep (its
+    CMDB fabric says it belongs there; for a switch in no fabric, the subnet's previous sweep had stored them)
+    and stay when the other subnet is swept."""
+    if in_cmdb:
+        request.getfixturevalue("two_fabrics")
+    ibnetdiscover_apply(compute_report())
+    ibnetdiscover_apply(storage_report())
+    ibnetdiscover_apply(compute_report(without="ib-i4l1s01"))
+    assert observed(COMPUTE) == {("ib-i1l1s01", "1"), ("ib-i1l1s01", "10"), ("ib-i1l1s01", "11")}
+    assert len(observed(STORAGE)) == 7
+    ibnetdiscover_apply(storage_report(without="ib-s2"))  # ib-s1's cable to it went dark too
+    assert observed(STORAGE) == {("ib-s1", "1"), ("ib-s1", "3"), ("ib-s3", "1"), ("ib-s3", "2")}
+    assert len(observed(COMPUTE)) == 3
+
+
+def test_an_empty_report_removes_nothing(fabric_site):
+    """No switch in the report (ibnetdiscover failed, or ran on a port that is down) says nothing about any subnet."""
+    ibnetdiscover_apply(compute_report())
+    run = ibnetdiscover_apply("ibwarn: [1234] mad_rpc_open_port: can't open UMAD port (mlx5_0:1)\n")
+    assert run.status == "ok" and run.neighbors_seen == 0
+    assert len(observed(COMPUTE)) == 4
+
+
+def test_a_switch_in_the_wrong_cmdb_fabric_does_not_empty_that_fabric(two_fabrics, tmp_path, caplog):
+    """The storage subnet holds a switch the CMDB puts in the compute fabric. Its sweep must not take the compute
+    fabric for its own (which would drop every compute observation): it keeps what it did not see and says why;
+    --fabric names the subnet's fabric, and then a switch gone from it loses its observations."""
+    compute, _ = two_fabrics
+    Switch.objects.filter(name="ib-s3").update(fabric=compute)
+    ibnetdiscover_apply(compute_report())
+    with caplog.at_level(logging.WARNING, logger="integrations.switches.infiniband"):
+        ibnetdiscover_apply(storage_report())
+    assert "several fabrics (compute: ib-s3; storage: ib-s1, ib-s2)" in caplog.text
+    assert len(observed(COMPUTE)) == 4 and len(observed(STORAGE)) == 7
+
+    ibnetdiscover_apply(storage_report(without="ib-s2"))
+    assert ("ib-s2", "2") in observed(STORAGE)  # which fabric is this sweep? Not guessed: kept
+    assert len(observed(COMPUTE)) == 4
+
+    report = tmp_path / "storage.txt"
+    report.write_text(storage_report(without="ib-s2"))
+    call_command("ib_discover", str(report), "--fabric", "storage", stdout=StringIO(), stderr=StringIO())
+    assert observed(STORAGE) == {("ib-s1", "1"), ("ib-s1", "3"), ("ib-s3", "1"), ("ib-s3", "2")}
+    assert len(observed(COMPUTE)) == 4  # ib-s3 was seen, so replaced; the compute switches were not in scope
+
+
+def test_fabric_scopes_the_sweep_to_its_switches(two_fabrics, tmp_path):
+    """--fabric compute: the compute switches' observations are replaced even those of a switch the sweep did not
+    see; the storage fabric's are not touched."""
+    ibnetdiscover_apply(compute_report())
+    ibnetdiscover_apply(storage_report())
+    report = tmp_path / "compute.txt"
+    report.write_text(compute_report(without="ib-i4l1s01"))
+    err = StringIO()
+    call_command("ib_discover", str(report), "--fabric", "compute", stdout=StringIO(), stderr=err)
+    assert "stored 3 switch-port observations" in err.getvalue()
+    assert ("ib-i4l1s01", "35") not in observed(COMPUTE) and len(observed(STORAGE)) == 7
+
+
+def test_fabric_refuses_a_sweep_of_another_subnet(two_fabrics, tmp_path):
+    """A report with none of the named fabric's switches is another subnet (the wrong HCA port was swept): refused,
+    naming the fabric and what the sweep saw, in a dry run too; nothing is stored."""
+    ibnetdiscover_apply(storage_report())
+    before = (set(ObservedLink.objects.values_list("id", "last_seen_at")), PollRun.objects.count())
+    report = tmp_path / "compute.txt"
+    report.write_text(compute_report())
+    for dry_run in ([], ["--dry-run"]):
+        with pytest.raises(CommandError) as refused:
+            call_command("ib_discover", str(report), "--fabric", "storage", *dry_run, stdout=StringIO())
+        message = str(refused.value)
+        assert message.startswith("fabric storage: the sweep saw none of its switches")
+        assert ("ib-i1l1s01 (compute), ib-i4l1s01 (compute), 'ib-i7l2s01' 0x08c0eb0300add20e (not in the CMDB)"
+                in message)
+    assert (set(ObservedLink.objects.values_list("id", "last_seen_at")), PollRun.objects.count()) == before
+    with pytest.raises(CommandError, match="no fabric named 'storag'"):
+        call_command("ib_discover", str(report), "--fabric", "storag", stdout=StringIO())
 
 
 @pytest.mark.parametrize("spelling", ["0x7cfe9003003b4bde", "7CFE9003003B4BDE", "7cfe:9003:003b:4bde",

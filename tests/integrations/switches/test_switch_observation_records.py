@@ -14,6 +14,7 @@ from integrations.switches import services
 from integrations.switches.fakes import FakeSnmpPoller, empty_snapshot
 from integrations.switches.infiniband import ibnetdiscover_apply
 from integrations.switches.models import ObservedLink
+from tests.integrations.switches.test_switch_infiniband import compute_report, storage_report
 
 SHARED = Path(os.environ.get("GPUOPS_SHARED_FIXTURES", Path(__file__).resolve().parents[4] / "shared" / "fixtures"))
 IB_REPORT = SHARED / "infiniband" / "treydock_ibnetdiscover_test.out"
@@ -102,3 +103,22 @@ def test_ibnetdiscover_sweep_records_only_changes(fabric_site):
     moved = link_records().filter(correlation_id="sweep-3")
     assert sorted((r.action, (r.changes.get("local_port") or [None, None])) for r in moved) == [
         ("create", [None, "12"]), ("delete", ["11", None])]
+
+
+def test_a_switch_gone_from_its_subnet_is_recorded_and_the_other_subnet_is_not(fabric_site):
+    """Two subnets swept alternately write no record for each other's cables; a switch powered off in one of them
+    gets a delete record per observation at that subnet's next sweep."""
+    site, vendor = fabric_site
+    Switch.objects.create(name="ib-s1", vendor=vendor, site=site)  # the others are unknown to the CMDB
+    ibnetdiscover_apply(compute_report(), task_id="compute-1")
+    ibnetdiscover_apply(storage_report(), task_id="storage-1")
+    assert link_records().count() == 4 + 7
+    ibnetdiscover_apply(compute_report(), task_id="compute-2")
+    ibnetdiscover_apply(storage_report(without="ib-s3"), task_id="storage-2")
+    assert not link_records().filter(correlation_id="compute-2").exists()
+    gone = link_records().filter(correlation_id="storage-2")
+    assert {r.action for r in gone} == {"delete"}
+    assert sorted((r.changes["local_device"][0], r.changes["local_port"][0], r.changes["remote_system"][0])
+                  for r in gone) == [("ib-s1", "3", "ib-s3"), ("ib-s3", "1", "ib-s1"), ("ib-s3", "2", "s0003")]
+    assert all(r.reason.startswith("ibnetdiscover sweep #") for r in gone)
+    assert ObservedLink.objects.filter(source="ibnetdiscover").count() == 4 + 4
