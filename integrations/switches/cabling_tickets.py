@@ -82,12 +82,12 @@ def cabling_tickets_open(fabric: Fabric, *, requester: AbstractBaseUser | None,
     links = list(Link.objects.filter(Q(b_switch_port__switch__in=switches.values())
                                      | Q(a_switch_port__switch__in=switches.values()), fabric=fabric)
                  .select_related("a_nic_port__nic__node", "a_switch_port__switch", "b_switch_port__switch"))
-    covering = open_tickets_by_port(fabric.pk)
+    covering = open_tickets_by_port()
 
     results: list[FaultTicket] = []
     for fault in faults:
         ports = {(p.device, p.port) for p in fault.ports}
-        twin = open_ticket_for_ports(fabric.pk, fault.ports, covering)
+        twin = open_ticket_for_ports(fault.ports, covering)
         if twin is not None:
             results.append(FaultTicket(fault, twin.pk, twin.reference, created=False))
             continue
@@ -107,7 +107,7 @@ def cabling_tickets_open(fabric: Fabric, *, requester: AbstractBaseUser | None,
             # Opened meanwhile by someone else: the dedup or per-port check says so, or (a double click) the twin
             # committed between our dedup check and our INSERT and the unique index on open dedup keys refused it.
             twin = (Ticket.objects.filter(dedup_key=dedup_key_for(fabric.pk, fault.ports), is_open=True).first()
-                    or open_ticket_for_ports(fabric.pk, fault.ports))
+                    or open_ticket_for_ports(fault.ports))
             if twin is not None:
                 results.append(FaultTicket(fault, twin.pk, twin.reference, created=False))
             else:  # refused: this fault is skipped, the others still get their tickets

@@ -59,7 +59,7 @@ def fabric_cabling(request: HttpRequest, pk: int) -> HttpResponse:
     kinds = [(k.value, k.value.replace("_", " "), summary[k.value], TONES[k.value]) for k in FindingKind]
     shown_ids = {id(f) for f in shown}
     faults = [fault for fault in cabling_faults(findings) if any(id(f) in shown_ids for f in fault.findings)]
-    tickets = open_tickets_by_port(fabric.pk)  # the findings someone is already re-cabling
+    tickets = open_tickets_by_port()  # the findings someone is already re-cabling
     rows = [{"f": f, "tone": TONES[f.kind.value], "ticket": tickets.get(f"{f.switch}:{f.port}")} for f in shown]
     return render(request, "switches/fabric_cabling.html", {
         "fabric": fabric, "rows": rows, "summary": summary,

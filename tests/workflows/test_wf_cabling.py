@@ -241,6 +241,15 @@ def test_a_cable_on_another_fabrics_switch_gets_its_ticket_and_verifies(wf, cabl
     assert set(ticket.links.filter(role=LinkRole.SUBJECT, switch__isnull=False)
                .values_list("switch__name", flat=True)) == {"sh9-leaf0", "sh9-st-leaf0"}
 
+    # The storage fabric's own report sees that cable too (unexpected on its leaf): the same job, no second ticket.
+    from integrations.switches.cabling import Endpoint, Finding, FindingKind
+
+    seen_from_b = [Finding(kind=FindingKind.UNEXPECTED, switch=b_leaf.name, port="Ethernet1/1",
+                           found=Endpoint(device=fleet.node.hostname, port="ens1f0/1"))]
+    (from_b,) = wf.run(cabling_tickets_open, other, requester=lead, findings=seen_from_b)
+    assert not from_b.created and from_b.ticket_id == ticket.pk
+    assert Ticket.objects.filter(type="cabling", is_open=True).count() == 1
+
     # The technician moves the cable; the switch and the host's next report see it on its planned port.
     cabled.switches_see(crossed=False)
     ObservedLink.objects.filter(pk=host_row.pk).update(switch=leaf0, switch_port=leaf0.ports.get(),

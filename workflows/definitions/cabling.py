@@ -92,20 +92,20 @@ def dedup_key_for(fabric_id: int, ports: Sequence[PortRef]) -> str:
     return key
 
 
-def open_tickets_by_port(fabric_id: int) -> dict[str, Ticket]:
-    """The fabric's open cabling tickets by each port they cover ("switch:port")."""
+def open_tickets_by_port() -> dict[str, Ticket]:
+    """Open cabling tickets by each port they cover ("switch:port"), whichever fabric's report opened them: switch
+    names are unique, so a port is one place, and a cable misplaced across two fabrics is one job, not two."""
     covering: dict[str, Ticket] = {}
-    for ticket in Ticket.objects.filter(type="cabling", is_open=True, data__fabric_id=fabric_id).order_by("pk"):
+    for ticket in Ticket.objects.filter(type="cabling", is_open=True).order_by("pk"):
         for port in ticket.data.get("ports", []):
             covering.setdefault(port, ticket)
     return covering
 
 
-def open_ticket_for_ports(fabric_id: int, ports: Sequence[PortRef],
-                          covering: Mapping[str, Ticket] | None = None) -> Ticket | None:
-    """The open cabling ticket of the fabric that already covers one of `ports` (the same fault, or one seen in
-    another shape since: one crossed cable fixed, the other not), if any."""
-    covering = open_tickets_by_port(fabric_id) if covering is None else covering
+def open_ticket_for_ports(ports: Sequence[PortRef], covering: Mapping[str, Ticket] | None = None) -> Ticket | None:
+    """The open cabling ticket that already covers one of `ports` (the same fault, or one seen in another shape
+    since: one crossed cable fixed, the other not; or the same cable seen from the other fabric), if any."""
+    covering = open_tickets_by_port() if covering is None else covering
     return next((covering[str(p)] for p in ports if str(p) in covering), None)
 
 
@@ -141,7 +141,7 @@ def _on_create(ticket: Ticket, values: Mapping[str, Any]) -> None:
     switches = {s.name: s for s in Switch.objects.filter(name__in={p.device for p in ports})}
     if unknown := sorted({p.device for p in ports} - set(switches)):
         raise GuardError(f"No switch named {', '.join(unknown)}.", field_errors={"ports": "Unknown switch."})
-    if (twin := open_ticket_for_ports(fabric.pk, ports)) is not None:
+    if (twin := open_ticket_for_ports(ports)) is not None:
         raise GuardError(f"{twin.reference} is already open for {', '.join(twin.data.get('ports', []))}.")
     for name in sorted(switches):
         link_add(ticket=ticket, obj=switches[name], role=LinkRole.SUBJECT)

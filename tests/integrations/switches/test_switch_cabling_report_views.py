@@ -295,7 +295,7 @@ def test_a_double_click_gets_the_twin_not_an_error(fabric, api, monkeypatch, dja
         (twin,) = api.post(url, {"kind": "miswired"}).json()["created"]
     counts = (Ticket.objects.count(), TicketLink.objects.count(), TimelineEntry.objects.count())
 
-    monkeypatch.setattr(cabling_wf, "open_tickets_by_port", lambda fabric_id: {})  # read before the twin committed
+    monkeypatch.setattr(cabling_wf, "open_tickets_by_port", lambda: {})  # read before the twin committed
     real_filter, blinded = Ticket.objects.filter, []
 
     def dedup_check_before_the_twin_committed(*args, **kwargs):
