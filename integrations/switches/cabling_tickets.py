@@ -15,9 +15,9 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import Model, Q
+from django.db.models import Model
 
-from cmdb.models import Fabric, Link, Node, Switch
+from cmdb.models import Fabric, Link, Node
 
 from .cabling import Finding
 from .cabling_faults import CablingFault, cabling_faults
@@ -60,10 +60,11 @@ def cabling_tickets_open(fabric: Fabric, *, requester: AbstractBaseUser | None,
     type refuses is returned without a ticket, `skipped` saying why, and the others are still opened.
 
     `requester` None opens them as the system; a person needs `workflows.add_ticket` (ForbiddenError otherwise).
-    Links: the switches and nodes involved (subjects), the planned cables of the ports (related).
+    Links: the switches and nodes involved (subjects), the planned cables of the ports (related); the nodes are
+    passed here (they scope the ticket), the ticket type links the rest.
     """
     from workflows import engine
-    from workflows.definitions.cabling import dedup_key_for, open_ticket_for_ports, open_tickets_by_port
+    from workflows.definitions.cabling import dedup_key_for, open_ticket_for_ports, open_tickets_by_port, planned_links
     from workflows.models import LinkRole, Ticket, TicketPriority
 
     if requester is not None and not (requester.is_superuser or requester.has_perm("workflows.add_ticket")):
@@ -75,34 +76,26 @@ def cabling_tickets_open(fabric: Fabric, *, requester: AbstractBaseUser | None,
         faults = [fault for fault in faults if any(id(f) in shown for f in fault.findings)]
     if not faults:
         return []
-    # Everything the tickets link, and the open tickets, in four queries for all faults.
+    # The nodes the tickets link, and the open tickets, in two queries for all faults; the ticket type links each
+    # ticket's switches and planned cables itself (workflows/definitions/cabling.py).
     nodes = {n.hostname: n for n in Node.objects.filter(hostname__in={h for f in faults for h in f.nodes})}
-    # Any fabric's switches: a cable of this fabric may have landed on another fabric's switch.
-    switches = {s.name: s for s in Switch.objects.filter(name__in={p.device for f in faults for p in f.ports})}
-    links = list(Link.objects.filter(Q(b_switch_port__switch__in=switches.values())
-                                     | Q(a_switch_port__switch__in=switches.values()), fabric=fabric)
-                 .select_related("a_nic_port__nic__node", "a_switch_port__switch", "b_switch_port__switch"))
     covering = open_tickets_by_port()
 
     results: list[FaultTicket] = []
     for fault in faults:
-        ports = {(p.device, p.port) for p in fault.ports}
         twin = open_ticket_for_ports(fault.ports, covering)
         if twin is not None:
             results.append(FaultTicket(fault, twin.pk, twin.reference, created=False))
             continue
-        planned = [link for link in links if (link.b_switch_port.switch.name, link.b_switch_port.name) in ports
-                   or (link.a_switch_port_id and (link.a_switch_port.switch.name, link.a_switch_port.name) in ports)]
-        subjects: list[Model] = [switches[p.device] for p in fault.ports if p.device in switches]
-        subjects += [nodes[h] for h in fault.nodes if h in nodes]
+        subjects: list[Model] = [nodes[h] for h in fault.nodes if h in nodes]
+        description = _description(fabric, fault, planned_links(fabric, fault.ports))
         try:
             with transaction.atomic():  # a savepoint: a refused or lost creation leaves nothing half-written
                 ticket = engine.ticket_create(
-                    type_="cabling", title=fault.title[:200], description=_description(fabric, fault, planned),
+                    type_="cabling", title=fault.title[:200], description=description,
                     requester=requester, priority=TicketPriority.HIGH,
                     inputs={"fabric": fabric.name, "ports": fault.key},
-                    links=[*((LinkRole.SUBJECT, obj) for obj in subjects),
-                           *((LinkRole.RELATED, link) for link in planned)])
+                    links=[(LinkRole.SUBJECT, node) for node in subjects])
         except (IntegrityError, engine.WorkflowError) as exc:
             # Opened meanwhile by someone else: the dedup or per-port check says so, or (a double click) the twin
             # committed between our dedup check and our INSERT and the unique index on open dedup keys refused it.

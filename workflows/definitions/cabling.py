@@ -118,7 +118,7 @@ def _dedup(values: Mapping[str, Any]) -> str:
     return dedup_key_for(fabric.pk, ports) if fabric is not None and ports else ""
 
 
-def _planned_links(fabric: Fabric, ports: Sequence[PortRef]) -> list[Link]:
+def planned_links(fabric: Fabric, ports: Sequence[PortRef]) -> list[Link]:
     """The fabric's planned cables ending on any of `ports` (either end of a switch-to-switch cable)."""
     query = Q()
     for p in ports:
@@ -145,7 +145,7 @@ def _on_create(ticket: Ticket, values: Mapping[str, Any]) -> None:
         raise GuardError(f"{twin.reference} is already open for {', '.join(twin.data.get('ports', []))}.")
     for name in sorted(switches):
         link_add(ticket=ticket, obj=switches[name], role=LinkRole.SUBJECT)
-    for link in _planned_links(fabric, ports):
+    for link in planned_links(fabric, ports):
         link_add(ticket=ticket, obj=link, role=LinkRole.RELATED)
         if link.a_nic_port_id:
             link_add(ticket=ticket, obj=link.a_nic_port.nic.node, role=LinkRole.SUBJECT)
@@ -338,7 +338,7 @@ def verify(ctx: StepContext) -> StepOutcome:
                 level="info" if run.status == "ok" else "warning")
     findings = {PortRef(f.switch, f.port): f for f in fabric_cabling_report(fabric)}
     planned = set()
-    for link in _planned_links(fabric, ports):
+    for link in planned_links(fabric, ports):
         for end in (link.a_switch_port, link.b_switch_port):
             if end is not None:
                 planned.add(PortRef(end.switch.name, end.name))
