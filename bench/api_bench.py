@@ -51,7 +51,7 @@ def _prepare() -> None:
     from django.core.management import call_command
 
     from cmdb import models as m
-    from cmdb.services.demo import demo_load
+    from cmdb.services.demo import demo_load, planner_statistics_refresh
 
     call_command("migrate", verbosity=0, interactive=False)
     if m.Accelerator.objects.count() < 100_000:
@@ -63,12 +63,7 @@ def _prepare() -> None:
     if not wh1_h100.filter(health="failed").exists():
         ids = list(wh1_h100.order_by("pk").values_list("pk", flat=True)[::200])
         m.Accelerator.objects.filter(pk__in=ids).update(health="failed", health_detail="bench: XID 79")
-    # Planner statistics, as autovacuum (PostgreSQL) or a periodic ANALYZE would have them in production: right
-    # after a bulk load PostgreSQL believes the tables are tiny and picks nested loops over 12,500-row joins.
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE")
+    planner_statistics_refresh()  # as autovacuum or a periodic ANALYZE would have them in production
 
 
 def _clients() -> dict[str, Any]:

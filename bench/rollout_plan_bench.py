@@ -117,9 +117,6 @@ def bench_database(url: str, repeat: int) -> None:
     bench_ticket(repeat)
 
 
-class _RollBack(Exception):
-    """Leaves the bench's transaction without keeping what it wrote."""
-
 
 def bench_ticket(repeat: int) -> None:
     """Open a rollout ticket (what the web request does) and run its prepare step (what a worker does)."""
@@ -138,26 +135,23 @@ def bench_ticket(repeat: int) -> None:
                              ("whole fleet (wh1, gy1)", {"sites": "wh1 gy1"})):
         open_t, prepare_t = [], []
         for _ in range(repeat):
-            try:
-                with transaction.atomic():
-                    with CaptureQueriesContext(connection) as open_q:
-                        started = time.perf_counter()
-                        ticket = ticket_create(type_="driver_rollout", title=f"bench: {label}", requester=None,
-                                               inputs={**inputs, **selection})
-                        open_t.append(time.perf_counter() - started)
-                    run = StepRun.objects.get(ticket=ticket, step="prepare")
-                    with CaptureQueriesContext(connection) as prepare_q:
-                        started = time.perf_counter()
-                        step_execute(str(run.pk), worker="bench")
-                        prepare_t.append(time.perf_counter() - started)
-                    run.refresh_from_db()
-                    rollout = Rollout.objects.get(ticket=ticket)
-                    assert run.status == "succeeded", run.error
-                    runs = NodeRun.objects.filter(rollout=rollout).count()
-                    locks = NodeLock.objects.filter(owner_key=rollout.lock_key).count()
-                    raise _RollBack
-            except _RollBack:
-                pass
+            with transaction.atomic():
+                with CaptureQueriesContext(connection) as open_q:
+                    started = time.perf_counter()
+                    ticket = ticket_create(type_="driver_rollout", title=f"bench: {label}", requester=None,
+                                           inputs={**inputs, **selection})
+                    open_t.append(time.perf_counter() - started)
+                run = StepRun.objects.get(ticket=ticket, step="prepare")
+                with CaptureQueriesContext(connection) as prepare_q:
+                    started = time.perf_counter()
+                    step_execute(str(run.pk), worker="bench")
+                    prepare_t.append(time.perf_counter() - started)
+                run.refresh_from_db()
+                rollout = Rollout.objects.get(ticket=ticket)
+                assert run.status == "succeeded", run.error
+                runs = NodeRun.objects.filter(rollout=rollout).count()
+                locks = NodeLock.objects.filter(owner_key=rollout.lock_key).count()
+                transaction.set_rollback(True)  # measured, not kept
         print(f"  {label:<22} open {statistics.median(open_t) * 1000:6.1f} ms ({len(open_q)} queries), "
               f"prepare step {statistics.median(prepare_t):5.2f} s ({len(prepare_q)} queries) -> "
               f"{runs:,} node runs, {locks:,} node locks")

@@ -213,8 +213,6 @@ CELERY_BEAT_SCHEDULE: dict = {
     "switches-poll-all": {"task": "integrations.switches.poll_all", "schedule": 900.0},
     "inventory_agents.flag_stale_nodes": {"task": "inventory_agents.flag_stale_nodes", "schedule": 300.0},
     "inventory_agents.prune_reports": {"task": "inventory_agents.prune_reports", "schedule": 3600.0},
-    "workflows.reap_stuck_runs": {"task": "workflows.reap_stuck_runs", "schedule": 60.0},
-    "workflows.wake_due_runs": {"task": "workflows.wake_due_runs", "schedule": 30.0},
     # A no-op unless GPUOPS_DEMO_AGENTS is set (script/server does): reports for the demo fleet's nodes.
     "inventory_agents.demo_agents_report": {"task": "inventory_agents.demo_agents_report", "schedule": 30.0},
 }
@@ -223,10 +221,10 @@ GPUOPS_ROLLOUTS: dict = {}
 if os.environ.get("GPUOPS_BURN_IN_WINDOW_MINUTES"):
     GPUOPS_ROLLOUTS["BURN_IN_WINDOW_MINUTES"] = int(os.environ["GPUOPS_BURN_IN_WINDOW_MINUTES"])
 # Provisioning switch ports: diffs only, nothing pushed (script/server sets it; the app default pushes for real).
-if _switch_dry_run := os.environ.get("GPUOPS_SWITCH_CONFIG_DRY_RUN", ""):
-    GPUOPS_ROLLOUTS["SWITCH_CONFIG_DRY_RUN"] = _switch_dry_run.lower() in ("1", "true", "yes")
+if os.environ.get("GPUOPS_SWITCH_CONFIG_DRY_RUN"):
+    GPUOPS_ROLLOUTS["SWITCH_CONFIG_DRY_RUN"] = env_bool("GPUOPS_SWITCH_CONFIG_DRY_RUN")
 # The demo fleet has no machines: stand-in agents report what the CMDB holds (inventory_agents/services/demo_agents).
-GPUOPS_DEMO_AGENTS = os.environ.get("GPUOPS_DEMO_AGENTS", "") in ("1", "true", "yes")
+GPUOPS_DEMO_AGENTS = env_bool("GPUOPS_DEMO_AGENTS")
 
 # --- Logging --------------------------------------------------------------------------------------------------
 LOGGING = {

@@ -6,8 +6,8 @@
   queues a task), and a test asserts the reconciliation's query count.
   Arguments: node (the locked Node), report_id, observed (services.normalize.Observed).
 - `report_received`: any accepted report of a node, applied or unchanged, sent after it committed. Arguments:
-  node, status ("applied" | "unchanged"), card_ids (the node's reported cards when applied, else []). It runs on
-  the unchanged fast path, so receivers must stay cheap for nodes nobody waits on (check `node.status` first).
+  node, status ("applied" | "unchanged"). It runs on the unchanged fast path, so receivers must stay cheap for
+  nodes nobody waits on (check `node.status` first).
 """
 
 from __future__ import annotations

@@ -240,15 +240,8 @@ def runs_wake_due(*, now: dt.datetime | None = None) -> int:
 def runs_wake_for_event(key: str) -> int:
     """Wake the runs waiting for event `key` now (e.g. 'accelerator:42:healthy' after an agent report).
     Safe to call inside the caller's transaction: the runs are queued after it commits."""
-    return runs_wake_for_events([key])
-
-
-def runs_wake_for_events(keys: list[str]) -> int:
-    """`runs_wake_for_event` for several keys in two queries (an agent report names a node and its cards)."""
-    if not keys:
-        return 0
     now = timezone.now()
-    runs = list(StepRun.objects.filter(status=StepStatus.WAITING, wait_key__in=keys))
+    runs = list(StepRun.objects.filter(status=StepStatus.WAITING, wait_key=key))
     if not runs:
         return 0
     StepRun.objects.filter(pk__in=[r.pk for r in runs]).update(wake_at=now, updated_at=now)
@@ -258,4 +251,4 @@ def runs_wake_for_events(keys: list[str]) -> int:
 
 
 __all__ = ["RetryRequest", "run_publish", "runs_reap_stuck", "runs_wake_due", "runs_wake_for_event",
-           "runs_wake_for_events", "step_execute"]
+           "step_execute"]

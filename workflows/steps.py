@@ -38,6 +38,12 @@ class Done:
     message: str = ""
 
 
+def node_reported_key(node_id: int) -> str:
+    """The event a step waiting for a node's next agent report waits on; ingestion signals it
+    (workflows.services.health.on_node_reported)."""
+    return f"node:{node_id}:reported"
+
+
 @dataclass(frozen=True)
 class WaitForEvent:
     key: str

@@ -44,6 +44,12 @@ def _alias_key(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "", text.lower())
 
 
+def collector_signal(run: Pass, code: str, message: str) -> None:
+    """A node-level `collector` event: a collector failed or a section came back unusable."""
+    run.signals.append(PendingSignal(signal=Signal("collector", code, message[:300], (f"collector:{code}",)),
+                                     vendor_id=None))
+
+
 def conflict_signal(run: Pass, code: str, ident: str, message: str) -> None:
     """A node-level `conflict` event (graded by policy kind `conflict`), one open event per node and identity."""
     run.summary["conflicts"] += 1
@@ -260,11 +266,8 @@ def _flag_missing(run: Pass, matcher: CardMatcher, claimed: set[int], taken_slot
     if not run.observed.cards and not run.observed.orphan_signals and matcher.on_node:
         # Every card gone at once is a collection problem (nvidia-smi absent during a driver reinstall, a module
         # not loaded), not eight cards that fell out: one node-level warning instead of eight repair cases.
-        run.signals.append(PendingSignal(
-            signal=Signal("collector", "no_accelerators", f"The report lists no accelerator; the CMDB has "
-                          f"{len(matcher.on_node)} in {run.node.hostname}. Check the vendor tool and driver.",
-                          ("collector:no_accelerators",)),
-            vendor_id=None))
+        collector_signal(run, "no_accelerators", f"The report lists no accelerator; the CMDB has "
+                         f"{len(matcher.on_node)} in {run.node.hostname}. Check the vendor tool and driver.")
         return
     for card in matcher.on_node:
         if card.pk in claimed or card.lifecycle != AcceleratorLifecycle.INSTALLED:

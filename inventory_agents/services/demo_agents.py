@@ -15,7 +15,7 @@ import json
 import logging
 from dataclasses import dataclass
 
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Prefetch
 from django.utils import timezone
 
 from cmdb.models import Accelerator, AcceleratorLifecycle, Node, NodeStatus
@@ -43,13 +43,13 @@ def demo_nodes(limit: int) -> list[Node]:
     sick = Accelerator.objects.filter(node=OuterRef("pk"), lifecycle=AcceleratorLifecycle.INSTALLED,
                                       is_missing=False).exclude(health="ok")
     qs = Node.objects.filter(status__in=DEMO_REPORTING, rack__isnull=False).exclude(Exists(sick)).order_by("pk")
-    return list(nodes_for_reports(qs[:limit]))
+    active = Prefetch("agent_tokens", AgentToken.objects.filter(revoked_at__isnull=True), to_attr="active_tokens")
+    return list(nodes_for_reports(qs[:limit]).select_related("agent_state").prefetch_related(active))
 
 
 def _token(node: Node) -> AgentToken:
-    token = AgentToken.objects.filter(node=node, revoked_at__isnull=True).select_related("node").first()
-    if token is None:
-        token = agent_token_issue(node=node, description="demo agent", revoke_others=False).row
+    tokens = getattr(node, "active_tokens", [])
+    token = tokens[0] if tokens else agent_token_issue(node=node, description="demo agent", revoke_others=False).row
     token.node = node
     return token
 

@@ -110,7 +110,7 @@ def report_ingest(*, token: AgentToken, body: bytes) -> IngestResult:
         # The cheap path: nothing to reconcile, liveness only (no change record, no version bump).
         Node.objects.filter(pk=node.pk).update(last_seen_at=now)
         node.last_seen_at = now
-        signal_send(report_received, node=node, status="unchanged", card_ids=[])
+        signal_send(report_received, node=node, status="unchanged")
         return IngestResult(200, {"status": "unchanged", "node": node.hostname,
                                   "report_id": str(node.agent_state.last_report_id or "")})
 

@@ -23,11 +23,11 @@ from cmdb.services.changelog import records_for_bulk, records_write
 
 from ..models import AgentState, AgentToken, Report, ReportStatus
 from ..signals import report_applied, report_received, signal_send
-from .cards import cards_reconcile, conflict_signal, placements_write
+from .cards import cards_reconcile, collector_signal, conflict_signal, placements_write
 from .events import EventBook, events_open_load
 from .health import PolicyBook
 from .network import NicStep, SoftwareStep
-from .normalize import Observed, Signal
+from .normalize import Observed
 from .passes import QUIET_FIELDS, Pass, PendingSignal, bulk_save, has_changes
 from .tokens import UNKNOWN_SERIAL_PREFIX
 
@@ -54,8 +54,7 @@ def _node_facts(run: Pass) -> None:
 def _collector_signals(run: Pass) -> None:
     """A failing collector is worth an event on the node (its section is not trusted for drift meanwhile)."""
     for name, error in run.observed.collector_errors.items():
-        run.signals.append(PendingSignal(signal=Signal("collector", name[:32], f"collector {name}: {error}"[:300],
-                                                       (f"collector:{name}",)), vendor_id=None))
+        collector_signal(run, name, f"collector {name}: {error}")
 
 
 def _orphan_signals(run: Pass) -> None:
@@ -165,9 +164,7 @@ def report_apply(*, node_id: int, observed: Observed, report: Report, token: Age
             AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
         book.hooks_call(report.correlation_id)
         signal_send(report_applied, node=node, report_id=report.id, observed=observed)
-        card_ids = [c.pk for c in run.node_cards if c.pk]
-        transaction.on_commit(functools.partial(
-            signal_send, report_received, node=node, status="applied", card_ids=card_ids))
+        transaction.on_commit(functools.partial(signal_send, report_received, node=node, status="applied"))
     return dict(run.summary)
 
 

@@ -13,11 +13,11 @@ from django.utils import timezone
 
 from cmdb import models as m
 from cmdb.hooks import AcceleratorFailure, accelerator_failed
+from inventory_agents.signals import report_received
 from tests.conftest import wait_until
 from tests.factories.cmdb import UserFactory
 from workflows.engine import transition_apply
 from workflows.models import StepRun, StepStatus, Ticket
-from workflows.runner import runs_wake_for_event
 
 pytestmark = pytest.mark.services
 
@@ -56,7 +56,7 @@ def test_repair_through_a_real_worker(celery_worker_process, fleet, groups, sett
     # The agent reports the new card healthy; ingestion wakes the waiting verification at once.
     m.Accelerator.objects.filter(pk=spare.pk).update(health="ok",
                                                      last_seen_at=timezone.now() + dt.timedelta(seconds=1))
-    runs_wake_for_event(f"node:{fleet.node.pk}:reported")
+    report_received.send(sender=m.Node, node=m.Node.objects.get(pk=fleet.node.pk), status="unchanged")
     assert _state_becomes(ticket, "awaiting_rma_shipment"), _worker_log(tmp_path)
 
     _take(ticket, "record_rma_shipment", tech, rma_vendor="NVIDIA", rma_number="RMA-1", rma_tracking="TRK-1")

@@ -30,7 +30,7 @@ from django.db import models
 from ..declarations import Field, Transition, Workflow, step
 from ..engine import GuardError, link_add
 from ..models import LinkRole, Ticket
-from ..steps import Done, Failed, StepContext, StepOutcome, WaitForEvent
+from ..steps import Done, Failed, StepContext, StepOutcome, WaitForEvent, node_reported_key
 
 
 class ProvisioningState(models.TextChoices):
@@ -265,7 +265,7 @@ def burn_in(ctx: StepContext) -> StepOutcome:
         if ctx.now >= ctx.deadline("burn_in", dt.timedelta(minutes=_setting("BURN_IN_TIMEOUT_MINUTES"))):
             raise ProvisioningError(f"burn-in did not pass: {'; '.join(problems) or 'window not completed'}")
         what = "; ".join(problems) if problems else f"healthy since {healthy_since[11:19]} UTC"
-        return WaitForEvent(key=f"node:{run.node_id}:reported", message=f"burn-in: {what}",
+        return WaitForEvent(key=node_reported_key(run.node_id), message=f"burn-in: {what}",
                             recheck_in=dt.timedelta(seconds=_setting("BURN_IN_POLL_SECONDS")))
 
     return _guarded(ctx, "burn_in", go)

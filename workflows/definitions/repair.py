@@ -48,7 +48,7 @@ from ..services.cmdb_writes import (
     procurement_needs_close,
     warehouse_for,
 )
-from ..steps import Done, Failed, StepContext, StepOutcome, WaitForEvent
+from ..steps import Done, Failed, StepContext, StepOutcome, WaitForEvent, node_reported_key
 from .common import holdings_release, node_drain, node_resume, reservation_ref
 
 
@@ -79,6 +79,9 @@ class Verdict(models.TextChoices):
 S = RepairState
 TERMINAL = frozenset({S.CLOSED, S.CANCELLED})
 OPEN_STATES = frozenset(S.values) - TERMINAL
+# A repair in these states holds its node drained: resuming the node under it would put a broken card to work.
+HOLDS_NODE = frozenset({S.DRAINING, S.DIAGNOSING, S.RESERVING_SPARE, S.WAITING_FOR_SPARE, S.AWAITING_SWAP,
+                        S.UPDATING_CMDB, S.VERIFYING, S.VERIFY_TIMED_OUT})
 
 
 def dedup_key_for(accelerator_id: int) -> str:
@@ -245,7 +248,7 @@ def verify(ctx: StepContext) -> StepOutcome:
         return Done(transition="verify_timed_out", data={"verify_since": since_raw},
                     message=f"no healthy report of {card} within {timeout} (health {card.health})")
     # Any report of its node may confirm the card (an unchanged re-report names no cards).
-    key = f"node:{card.node_id}:reported" if card.node_id else f"accelerator:{card.pk}:reported"
+    key = node_reported_key(card.node_id) if card.node_id else f"accelerator:{card.pk}:reported"
     return WaitForEvent(key=key, data={"verify_since": since_raw},
                         recheck_in=dt.timedelta(seconds=workflows_setting("VERIFY_POLL_SECONDS")),
                         message=f"waiting for the agent to report {card} healthy (until {deadline:%H:%M} UTC)")
@@ -261,9 +264,7 @@ def resume(ctx: StepContext) -> StepOutcome:
     if data.get("verdict") != Verdict.REPLACE:
         ctx.effect("resolve_health_events", lambda: health_events_resolve(accelerator_id=data["accelerator_id"]))
     others = [t.reference for t in Ticket.objects.filter(
-        type="repair", is_open=True, links__node=node,
-        state__in=[S.DRAINING, S.DIAGNOSING, S.RESERVING_SPARE, S.WAITING_FOR_SPARE, S.AWAITING_SWAP,
-                   S.UPDATING_CMDB, S.VERIFYING, S.VERIFY_TIMED_OUT]).exclude(pk=ctx.ticket.pk).distinct()]
+        type="repair", is_open=True, links__node=node, state__in=HOLDS_NODE).exclude(pk=ctx.ticket.pk).distinct()]
     if others:
         return Done(transition=next_transition, message=f"{node} stays drained for {', '.join(others)}")
     node_resume(ctx, node, status_before=data.get("node_status_before", "active"))

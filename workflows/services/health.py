@@ -20,7 +20,8 @@ from ..conf import workflows_setting
 from ..definitions.repair import dedup_key_for
 from ..engine import timeline_add, transition_apply
 from ..models import Ticket, TicketPriority, TimelineKind
-from ..runner import runs_wake_for_event, runs_wake_for_events
+from ..runner import runs_wake_for_event
+from ..steps import node_reported_key
 
 logger = logging.getLogger(__name__)
 
@@ -72,15 +73,9 @@ def on_accelerator_failed(failure: AcceleratorFailure) -> Ticket:
 WATCHED_NODE_STATUSES = frozenset({"provisioning", "burn_in", "draining", "maintenance", "failed", "rma"})
 
 
-def on_node_reported(sender: object, *, node: Any, status: str, card_ids: list[int], **kwargs: Any) -> int:
+def on_node_reported(sender: object, *, node: Any, status: str, **kwargs: Any) -> int:
     """`inventory_agents.signals.report_received` receiver: wake the runs waiting for this node's report
-    (provisioning burn-in) and, when the report was applied, for its cards' (repair verification)."""
+    (provisioning burn-in, repair verification of a card in it). Returns how many runs were woken."""
     if node.status not in WATCHED_NODE_STATUSES:
         return 0
-    return runs_wake_for_events([f"node:{node.pk}:reported", *(f"accelerator:{pk}:reported" for pk in card_ids)])
-
-
-def on_accelerator_reported(accelerator_id: int) -> int:
-    """For ingestion, once a report about a card committed: wake a repair verifying that card now rather than
-    at its next poll. Returns how many runs were woken."""
-    return runs_wake_for_event(f"accelerator:{accelerator_id}:reported")
+    return runs_wake_for_event(node_reported_key(node.pk))
