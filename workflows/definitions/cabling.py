@@ -45,7 +45,7 @@ from ..engine import GuardError, link_add
 from ..models import LinkRole, StepEffect, StepLogLine, Ticket
 from ..steps import Done, Failed, StepContext, StepOutcome, WaitForEvent
 from .common import drain_reason, node_drain, node_resume
-from .repair import RepairState
+from .repair import HOLDS_NODE as REPAIR_HOLDS_NODE
 
 
 class CablingState(models.TextChoices):
@@ -62,11 +62,6 @@ class CablingState(models.TextChoices):
 S = CablingState
 TERMINAL = frozenset({S.DONE, S.CANCELLED})
 OPEN_STATES = frozenset(S.values) - TERMINAL
-
-# A repair in these states holds its node drained; resuming the node under it would put a broken card to work.
-REPAIR_HOLDS_NODE = frozenset({RepairState.DRAINING, RepairState.DIAGNOSING, RepairState.RESERVING_SPARE,
-                               RepairState.WAITING_FOR_SPARE, RepairState.AWAITING_SWAP, RepairState.UPDATING_CMDB,
-                               RepairState.VERIFYING, RepairState.VERIFY_TIMED_OUT})
 
 
 # --- identity: a fabric and its switch ports ----------------------------------------------------------------------
