@@ -197,12 +197,19 @@ def in_service(node: Node) -> bool:
     return node.status == NodeStatus.ACTIVE and not node.is_cordoned
 
 
+def _cabling_holders(ticket: Ticket, node: Node) -> list[tuple[Ticket, str | None]]:
+    """The other open cabling tickets whose drain touched `node`, oldest first, each with the node's status before
+    that drain (None when that ticket did not change the CMDB)."""
+    holders = []
+    for other in Ticket.objects.filter(type="cabling", is_open=True).exclude(pk=ticket.pk).order_by("pk"):
+        if node.pk in other.data.get("node_ids", []) and node.pk in (drained := drained_by(other)):
+            holders.append((other, drained[node.pk]))
+    return holders
+
+
 def _cabling_drain_of(ticket: Ticket, node: Node) -> tuple[Ticket, str] | None:
     """Another open cabling ticket that drained `node`, and the node's status before that drain."""
-    for other in Ticket.objects.filter(type="cabling", is_open=True).exclude(pk=ticket.pk).order_by("pk"):
-        if node.pk in other.data.get("node_ids", []) and (before := drained_by(other).get(node.pk)):
-            return other, before
-    return None
+    return next(((other, before) for other, before in _cabling_holders(ticket, node) if before), None)
 
 
 def _held_elsewhere(ticket: Ticket, node: Node) -> list[str]:
@@ -210,8 +217,7 @@ def _held_elsewhere(ticket: Ticket, node: Node) -> list[str]:
     provisioning of it, a change (driver rollout, provisioning) holding its node lock."""
     from workflows.rollouts.locks import node_lock_holders
 
-    cabling = [t for t in Ticket.objects.filter(type="cabling", is_open=True).exclude(pk=ticket.pk)
-               if node.pk in t.data.get("node_ids", []) and node.pk in drained_by(t)]
+    cabling = [other for other, _ in _cabling_holders(ticket, node)]
     repairs = Ticket.objects.filter(type="repair", is_open=True, state__in=REPAIR_HOLDS_NODE, links__node=node)
     provisioning = Ticket.objects.filter(type="provisioning", is_open=True, links__node=node)
     locks = node_lock_holders([node.pk], exclude_key=f"ticket:{ticket.pk}")
