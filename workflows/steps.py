@@ -91,8 +91,8 @@ class StepContext:
 
     def flush_log(self) -> None:
         if self._log_buffer:
-            StepLogLine.objects.bulk_create(self._log_buffer)
-            self._log_buffer = []
+            StepLogLine.objects.bulk_create(list(self._log_buffer))
+            self._log_buffer.clear()  # in place: a view of this context (a node's, in cabling) shares the list
 
     # --- side effects, each performed at most once per run sequence ------------------------------------------
 

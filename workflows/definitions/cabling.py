@@ -42,7 +42,7 @@ from integrations.switches.services import switches_poll_all
 from ..conf import workflows_setting
 from ..declarations import Field, Transition, Workflow, step
 from ..engine import GuardError, link_add
-from ..models import LinkRole, StepEffect, StepLogLine, Ticket
+from ..models import LinkRole, StepEffect, Ticket
 from ..steps import Done, Failed, StepContext, StepOutcome, WaitForEvent
 from .common import drain_reason, node_drain, node_resume
 from .repair import HOLDS_NODE as REPAIR_HOLDS_NODE
@@ -169,12 +169,6 @@ class NodeStepContext(StepContext):
 
     def deadline(self, name: str, after: dt.timedelta) -> dt.datetime:
         return super().deadline(f"{name}:node:{self.node_id}", after)
-
-    def flush_log(self) -> None:
-        # In place: the list is the step context's own, which must not write these lines a second time.
-        if self._log_buffer:
-            StepLogLine.objects.bulk_create(list(self._log_buffer))
-            self._log_buffer.clear()
 
 
 def drained_by(ticket: Ticket) -> dict[int, str | None]:
