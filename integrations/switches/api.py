@@ -22,10 +22,10 @@ from .cabling_faults import FaultKind
 from .cabling_service import fabric_cabling_report, findings_filter
 from .cabling_tickets import FaultTicket, cabling_tickets_open
 
-__all__ = ["KIND_CHOICES", "FabricCablingTicketsView", "FabricCablingView", "finding_dict", "findings_filter",
-           "summary_dict"]
+__all__ = ["KIND_CHOICES", "KIND_FILTERS", "FabricCablingTicketsView", "FabricCablingView", "summary_dict"]
 
 KIND_CHOICES = [k.value for k in FindingKind]
+KIND_FILTERS = [*KIND_CHOICES, "problems"]  # what the report's `kind` filter takes: a finding kind, or any problem
 
 
 # --- serialising (shared with the HTML views) -----------------------------------------------------------------
@@ -105,7 +105,7 @@ class CablingTicketsSerializer(serializers.Serializer):
 
 
 FILTERS = [
-    OpenApiParameter("kind", str, enum=[*KIND_CHOICES, "problems"], description="Finding kind, or 'problems'."),
+    OpenApiParameter("kind", str, enum=KIND_FILTERS, description="Finding kind, or 'problems'."),
     OpenApiParameter("switch", str, description="Switch name contains."),
     OpenApiParameter("node", str, description="Planned or found node host name contains."),
 ]
@@ -141,8 +141,8 @@ def fault_ticket_dict(result: FaultTicket) -> dict[str, Any]:
 
 def _kind_checked(params: Mapping[str, Any]) -> None:
     kind = params.get("kind", "")
-    if kind and kind not in (*KIND_CHOICES, "problems"):
-        raise exceptions.ValidationError({"kind": [f"One of {', '.join([*KIND_CHOICES, 'problems'])}."]})
+    if kind and kind not in KIND_FILTERS:
+        raise exceptions.ValidationError({"kind": [f"One of {', '.join(KIND_FILTERS)}."]})
 
 
 class FabricCablingTicketsView(APIView):

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 
 from cmdb.models import Fabric
 
-from .api import KIND_CHOICES, summary_dict
+from .api import KIND_FILTERS, summary_dict
 from .cabling import FindingKind
 from .cabling_faults import cabling_faults
 from .cabling_service import fabric_cabling_report, findings_filter
@@ -42,7 +42,7 @@ def fabric_list(request: HttpRequest) -> HttpResponse:
 
 def _filters(params: Mapping[str, str]) -> dict[str, str]:
     filters = {k: params.get(k, "").strip() for k in ("kind", "switch", "node")}
-    if filters["kind"] not in ("", "problems", *KIND_CHOICES):
+    if filters["kind"] not in ("", *KIND_FILTERS):
         filters["kind"] = ""
     return filters
 
