@@ -10,6 +10,8 @@ from typing import Any, ClassVar
 
 from django.db import models
 
+from gpuops.rowversion import has_row_version
+
 
 def _jsonable(value: Any) -> Any:
     if isinstance(value, dt.datetime | dt.date | dt.time):
@@ -50,8 +52,7 @@ class TrackedModel(models.Model):
     @classmethod
     def has_row_version(cls) -> bool:
         """Whether `version` is the integer row version (a few models use `version` for a software version)."""
-        field = cls._meta.get_field("version")
-        return isinstance(field, models.PositiveIntegerField) and not field.editable
+        return has_row_version(cls)
 
     @classmethod
     def tracked_field_names(cls) -> list[str]:

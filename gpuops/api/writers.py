@@ -16,13 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.core.exceptions import FieldDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import models, transaction
 from django.db.models import Model
 from django.utils import timezone
 from rest_framework.request import Request
 
+from ..rowversion import has_row_version
 from .exceptions import _as_field_errors
 from .validation import Errors, check_constraints, check_unique
 
@@ -186,11 +186,3 @@ class ModelWriter:
         """Hook: what signals would have done for each row (bulk_update sends none)."""
 
 
-def has_row_version(model: type[Model]) -> bool:
-    """Whether `model.version` is the integer row version (ETags, 412s) rather than a domain field that happens
-    to be called `version` (a driver package's version string)."""
-    try:
-        field = model._meta.get_field("version")
-    except FieldDoesNotExist:
-        return False
-    return isinstance(field, models.IntegerField) and not field.editable

@@ -31,7 +31,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from cmdb.models import Cluster, DriverPackage, NodeStatus, Rack
+from cmdb.models import Cluster, DriverPackage, NodeStatus
 from cmdb.services.nodes import nodes_set_status
 from gpuops.context import new_correlation_id
 
@@ -479,7 +479,7 @@ def _nodes_start(rollout: Rollout, wave: RolloutWave) -> tuple[list[NodeRun], li
     """
     from .runner import step_publish_on_commit
 
-    runs = list(wave.node_runs.filter(state=NodeRunState.PENDING).select_related("node").order_by("position"))
+    runs = list(wave.node_runs.filter(state=NodeRunState.PENDING).select_related("node__rack").order_by("position"))
     gone = [r for r in runs if r.node is None]
     if gone:
         NodeRun.objects.filter(pk__in=[r.pk for r in gone]).update(
@@ -489,10 +489,10 @@ def _nodes_start(rollout: Rollout, wave: RolloutWave) -> tuple[list[NodeRun], li
         return [], []
     cluster_ids = sorted({r.node.cluster_id for r in runs if r.node.cluster_id is not None})
     list(Cluster.objects.select_for_update().filter(pk__in=cluster_ids).order_by("pk"))
-    headroom = {c.id: c.headroom for c in cluster_facts(cluster_ids)}
-    names = dict(Cluster.objects.filter(pk__in=cluster_ids).values_list("pk", "name"))
-    rack_ids = {r.node.rack_id for r in runs if r.node.rack_id is not None}
-    racks = dict(Rack.objects.filter(pk__in=rack_ids).values_list("pk", "name"))
+    facts = cluster_facts(cluster_ids)
+    headroom = {c.id: c.headroom for c in facts}
+    names = {c.id: c.name for c in facts}
+    racks = {r.node.rack_id: r.node.rack.name for r in runs if r.node.rack_id is not None}
     pending = [NodeFacts(id=r.node_id, hostname=r.hostname, cluster_id=r.node.cluster_id, rack_id=r.node.rack_id,
                          accelerator_model_ids=(), installed_version=None, status=r.node.status,
                          is_cordoned=r.node.is_cordoned) for r in runs]
