@@ -28,7 +28,9 @@ def npu(shared_fixtures):
 
 
 def test_every_npu_smi_capture_is_covered(shared_fixtures):
-    assert {p.name for p in (shared_fixtures / "npu-smi").iterdir()} == set(CAPTURES.values())
+    # `npu-smi info -t topo` captures feed the topology parser, not the inventory collector tested here.
+    names = {p.name for p in (shared_fixtures / "npu-smi").iterdir() if "-t-topo" not in p.name}
+    assert names == set(CAPTURES.values())
 
 
 def test_summary_table(npu):
