@@ -22,8 +22,14 @@ pytestmark = pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter
 
 def _lint(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     # No cache: a stale graph must never hide a new import.
-    return subprocess.run([str(LINT_IMPORTS), "--no-cache", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120, env={"PYTHONPATH": str(cwd), "PATH": str(LINT_IMPORTS.parent)})
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(cwd), "PATH": str(LINT_IMPORTS.parent)},
+    )
 
 
 def test_the_import_contracts_hold():
@@ -39,7 +45,8 @@ def test_a_lazy_import_of_workflows_in_an_adapter_breaks_the_contract(tmp_path):
         (tmp_path / package).mkdir()
         (tmp_path / package / "__init__.py").write_text("")
     (tmp_path / "workflows" / "engine.py").write_text("def ticket_create(): ...\n")
-    (tmp_path / "integrations" / "adapter.py").write_text(textwrap.dedent("""\
+    (tmp_path / "integrations" / "adapter.py").write_text(
+        textwrap.dedent("""\
         import cmdb
 
 
@@ -47,18 +54,21 @@ def test_a_lazy_import_of_workflows_in_an_adapter_breaks_the_contract(tmp_path):
             from workflows.engine import ticket_create
 
             return ticket_create()
-        """))
+        """)
+    )
     forbidden = ", ".join(f'"{m}"' for m in contract["forbidden_modules"])
-    (tmp_path / ".importlinter.toml").write_text(textwrap.dedent(f"""\
+    (tmp_path / ".importlinter.toml").write_text(
+        textwrap.dedent(f"""\
         [tool.importlinter]
         root_packages = ["cmdb", "integrations", "inventory_agents", "workflows", "gpuops"]
 
         [[tool.importlinter.contracts]]
-        name = "{contract['name']}"
+        name = "{contract["name"]}"
         type = "forbidden"
         source_modules = ["integrations"]
         forbidden_modules = [{forbidden}]
-        """))
+        """)
+    )
     result = _lint(tmp_path, "--config", ".importlinter.toml")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "integrations.adapter -> workflows.engine (l.5)" in result.stdout, result.stdout

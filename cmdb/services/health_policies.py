@@ -30,8 +30,14 @@ DEFAULT_POLICIES: list[tuple[str, str, str, str, bool, str]] = [
     ("xid", "95", "critical", "drain_repair", True, "Uncontained ECC error"),
     ("xid", "", "warning", "monitor", False, "Other Xid"),
     ("ecc_uncorrectable", "", "critical", "drain_repair", True, "Uncorrectable (double-bit) ECC errors"),
-    ("ecc_uncorrectable_aggregate", "", "warning", "monitor", False,
-     "Uncorrectable ECC errors over the card's life (none since boot)"),
+    (
+        "ecc_uncorrectable_aggregate",
+        "",
+        "warning",
+        "monitor",
+        False,
+        "Uncorrectable ECC errors over the card's life (none since boot)",
+    ),
     ("remap_failure", "", "critical", "rma", True, "Row remapping failed"),
     ("remap_pending", "", "warning", "reset", False, "Row remap pending: reset the GPU"),
     ("retired_pages_pending", "", "warning", "reset", False, "Page retirement pending: reset the GPU"),
@@ -58,8 +64,15 @@ def health_policies_ensure(policy_model: Any = HealthPolicy) -> int:
     """
     existing = set(policy_model.objects.filter(vendor__isnull=True).values_list("kind", "code"))
     rows = [
-        policy_model(vendor=None, kind=kind, code=code, severity=severity, action=action, marks_failed=fails,
-                     description=description)
+        policy_model(
+            vendor=None,
+            kind=kind,
+            code=code,
+            severity=severity,
+            action=action,
+            marks_failed=fails,
+            description=description,
+        )
         for kind, code, severity, action, fails, description in DEFAULT_POLICIES
         if (kind, code) not in existing
     ]

@@ -26,4 +26,3 @@ def _beat_schedule_defaults() -> None:
     schedule = app.conf.beat_schedule
     for name, entry in BEAT_SCHEDULE.items():
         schedule.setdefault(name, dict(entry))
-

@@ -117,8 +117,9 @@ def unregister_provisioning_opener(opener: ProvisioningOpener) -> None:
         _openers.remove(opener)
 
 
-def provisioning_default_set(opener: ProvisioningOpener | None, *, available: Callable[[], bool] = lambda: True
-                             ) -> None:
+def provisioning_default_set(
+    opener: ProvisioningOpener | None, *, available: Callable[[], bool] = lambda: True
+) -> None:
     """The opener used when none is registered, and whether it can open tickets now (its ticket type exists)."""
     global _default
     _default = None if opener is None else (opener, available)
@@ -147,8 +148,11 @@ def on_servers_delivered(node_ids: Sequence[int], *, request_id: int) -> int:
         return 0
     openers = _active_openers()
     if not openers:
-        logger.info("request %s: %d server(s) delivered; no provisioning workflow registered, nodes stay "
-                    "'received'", request_id, len(node_ids))
+        logger.info(
+            "request %s: %d server(s) delivered; no provisioning workflow registered, nodes stay 'received'",
+            request_id,
+            len(node_ids),
+        )
         return 0
     opened = 0
     for node_id in node_ids:

@@ -24,7 +24,8 @@ def request_ticket_link(*, request_id: int, ticket: Any) -> bool:
     the CMDB changes of the request's deliveries appear on the ticket). False when the request does not exist
     or already has a ticket."""
     updated = ProcurementRequest.objects.filter(pk=request_id, ticket_ref="").update(
-        ticket_ref=f"ticket:{ticket.pk}", correlation_id=ticket.correlation_id)
+        ticket_ref=f"ticket:{ticket.pk}", correlation_id=ticket.correlation_id
+    )
     if updated:
         ticket.data.update({"request_id": request_id, "request_ref": f"PR-{request_id}"})
     return bool(updated)

@@ -58,8 +58,9 @@ class CablingTicketDesk(Protocol):
         """Whether this person may open cabling tickets."""
         ...
 
-    def open(self, fabric: Fabric, faults: Sequence[CablingFault], *,
-             requester: AbstractBaseUser | None) -> list[FaultTicket]:
+    def open(
+        self, fabric: Fabric, faults: Sequence[CablingFault], *, requester: AbstractBaseUser | None
+    ) -> list[FaultTicket]:
         """One ticket per fault, each in its own savepoint (see cabling_tickets_open)."""
         ...
 
@@ -86,9 +87,13 @@ def cabling_tickets_by_port() -> Mapping[str, Any]:
     return _desk.open_by_port() if _desk is not None else {}
 
 
-def cabling_tickets_open(fabric: Fabric, *, requester: AbstractBaseUser | None,
-                         params: Mapping[str, Any] | None = None,
-                         findings: list[Finding] | None = None) -> list[FaultTicket]:
+def cabling_tickets_open(
+    fabric: Fabric,
+    *,
+    requester: AbstractBaseUser | None,
+    params: Mapping[str, Any] | None = None,
+    findings: list[Finding] | None = None,
+) -> list[FaultTicket]:
     """One cabling ticket per fault of the fabric's current report - or of the faults with a finding the report
     filters `params` (kind, switch, node) show - each in its own savepoint. A fault that already has an open
     ticket (for the same ports, or any of them) is returned with that ticket and `created` False; one the ticket

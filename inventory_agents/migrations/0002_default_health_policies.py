@@ -25,8 +25,14 @@ ROWS = [
     ("xid", "95", "critical", "drain_repair", True, "Uncontained ECC error"),
     ("xid", "", "warning", "monitor", False, "Other Xid"),
     ("ecc_uncorrectable", "", "critical", "drain_repair", True, "Uncorrectable (double-bit) ECC errors"),
-    ("ecc_uncorrectable_aggregate", "", "warning", "monitor", False,
-     "Uncorrectable ECC errors over the card's life (none since boot)"),
+    (
+        "ecc_uncorrectable_aggregate",
+        "",
+        "warning",
+        "monitor",
+        False,
+        "Uncorrectable ECC errors over the card's life (none since boot)",
+    ),
     ("remap_failure", "", "critical", "rma", True, "Row remapping failed"),
     ("remap_pending", "", "warning", "reset", False, "Row remap pending: reset the GPU"),
     ("retired_pages_pending", "", "warning", "reset", False, "Page retirement pending: reset the GPU"),
@@ -48,10 +54,21 @@ def ensure(apps, schema_editor):
     """Create the rows above that do not exist yet (never changes a row an operator may have edited)."""
     policy = apps.get_model("cmdb", "HealthPolicy")
     existing = set(policy.objects.filter(vendor__isnull=True).values_list("kind", "code"))
-    policy.objects.bulk_create([
-        policy(vendor=None, kind=kind, code=code, severity=severity, action=action, marks_failed=fails,
-               description=description)
-        for kind, code, severity, action, fails, description in ROWS if (kind, code) not in existing])
+    policy.objects.bulk_create(
+        [
+            policy(
+                vendor=None,
+                kind=kind,
+                code=code,
+                severity=severity,
+                action=action,
+                marks_failed=fails,
+                description=description,
+            )
+            for kind, code, severity, action, fails, description in ROWS
+            if (kind, code) not in existing
+        ]
+    )
 
 
 class Migration(migrations.Migration):

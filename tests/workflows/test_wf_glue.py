@@ -24,14 +24,17 @@ def _receivers() -> list[object]:
 def test_every_ticket_type_is_registered_from_the_one_list():
     assert [wf.type for wf in registry.workflows()] == sorted(wf.type for wf in TICKET_TYPES)
     assert {"repair", "decommission", "incident", "cabling", "driver_rollout", "provisioning", "procurement"} == {
-        wf.type for wf in TICKET_TYPES}
+        wf.type for wf in TICKET_TYPES
+    }
 
 
 def test_the_glue_is_connected_at_start_up():
     assert procurement_glue.on_request_changed in procurement_hooks._observers
     assert procurement_glue.tickets_resync in procurement_hooks._resyncs
-    assert procurement_hooks._default == (procurement_glue.provisioning_ticket_open,
-                                          procurement_glue.provisioning_available)
+    assert procurement_hooks._default == (
+        procurement_glue.provisioning_ticket_open,
+        procurement_glue.provisioning_available,
+    )
     assert isinstance(cabling_tickets._desk, cabling_glue.CablingTicketDesk)
     assert host_lldp._latest_report_check is host_lldp_glue.report_is_latest
     assert host_lldp_glue.on_report_applied in _receivers()

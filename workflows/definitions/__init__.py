@@ -22,5 +22,14 @@ REQUIRES_APP: dict[str, str] = {
     procurement.WORKFLOW.type: "integrations.procurement",
 }
 
-__all__ = ["REQUIRES_APP", "TICKET_TYPES", "cabling", "decommission", "incident", "procurement", "provisioning",
-           "repair", "rollout"]
+__all__ = [
+    "REQUIRES_APP",
+    "TICKET_TYPES",
+    "cabling",
+    "decommission",
+    "incident",
+    "procurement",
+    "provisioning",
+    "repair",
+    "rollout",
+]

@@ -30,8 +30,7 @@ from ..models import LinkRole, Ticket, TicketPriority
 
 
 def _description(fabric: Fabric, fault: CablingFault, planned: Sequence[Link]) -> str:
-    lines = [f"Cabling validation of fabric {fabric.name} found a {fault.kind.value} fault.", "",
-             *fault.instructions]
+    lines = [f"Cabling validation of fabric {fabric.name} found a {fault.kind.value} fault.", "", *fault.instructions]
     if planned:
         lines += ["", "Planned cables on these ports:"]
         for link in planned:
@@ -41,8 +40,9 @@ def _description(fabric: Fabric, fault: CablingFault, planned: Sequence[Link]) -
     return "\n".join(lines)
 
 
-def _faults_open(fabric: Fabric, faults: Sequence[CablingFault], *,
-                 requester: AbstractBaseUser | None) -> list[FaultTicket]:
+def _faults_open(
+    fabric: Fabric, faults: Sequence[CablingFault], *, requester: AbstractBaseUser | None
+) -> list[FaultTicket]:
     """One cabling ticket per fault, each in its own savepoint; a fault with an open ticket gets it back, one the
     ticket type refuses is skipped with the reason. The nodes are linked here (they scope the ticket), the ticket
     type links each ticket's switches and planned cables itself."""
@@ -61,20 +61,28 @@ def _faults_open(fabric: Fabric, faults: Sequence[CablingFault], *,
         try:
             with transaction.atomic():  # a savepoint: a refused or lost creation leaves nothing half-written
                 ticket = engine.ticket_create(
-                    type_="cabling", title=fault.title[:200], description=description,
-                    requester=requester, priority=TicketPriority.HIGH,
+                    type_="cabling",
+                    title=fault.title[:200],
+                    description=description,
+                    requester=requester,
+                    priority=TicketPriority.HIGH,
                     inputs={"fabric": fabric.name, "ports": fault.key},
-                    links=[(LinkRole.SUBJECT, node) for node in subjects])
+                    links=[(LinkRole.SUBJECT, node) for node in subjects],
+                )
         except (IntegrityError, engine.WorkflowError) as exc:
             # Opened meanwhile by someone else: the dedup or per-port check says so, or (a double click) the twin
             # committed between our dedup check and our INSERT and the unique index on open dedup keys refused it.
-            twin = (Ticket.objects.filter(dedup_key=cabling_wf.dedup_key_for(fabric.pk, fault.ports), is_open=True)
-                    .first() or cabling_wf.open_ticket_for_ports(fault.ports))
+            twin = Ticket.objects.filter(
+                dedup_key=cabling_wf.dedup_key_for(fabric.pk, fault.ports), is_open=True
+            ).first() or cabling_wf.open_ticket_for_ports(fault.ports)
             if twin is not None:
                 results.append(FaultTicket(fault, twin.pk, twin.reference, created=False))
             else:  # refused: this fault is skipped, the others still get their tickets
-                reason = ("; ".join(exc.errors) if isinstance(exc, engine.WorkflowError)
-                          else "Opened and closed again by someone else meanwhile; run again.")
+                reason = (
+                    "; ".join(exc.errors)
+                    if isinstance(exc, engine.WorkflowError)
+                    else "Opened and closed again by someone else meanwhile; run again."
+                )
                 results.append(FaultTicket(fault, None, "", created=False, skipped=reason))
             continue
         covering.update({str(p): ticket for p in fault.ports})
@@ -88,8 +96,9 @@ class CablingTicketDesk:
     def may_open(self, requester: AbstractBaseUser) -> bool:
         return bool(requester.is_superuser or requester.has_perm("workflows.add_ticket"))
 
-    def open(self, fabric: Fabric, faults: Sequence[CablingFault], *,
-             requester: AbstractBaseUser | None) -> list[FaultTicket]:
+    def open(
+        self, fabric: Fabric, faults: Sequence[CablingFault], *, requester: AbstractBaseUser | None
+    ) -> list[FaultTicket]:
         try:
             return _faults_open(fabric, faults, requester=requester)
         except engine.ForbiddenError as exc:  # the switches side speaks its own errors, not the engine's

@@ -56,15 +56,24 @@ def ticket_open(request: ProcurementRequest) -> Ticket | None:
     """Open the request's ticket as the system (the requester watches it). Returns it, or None."""
     if not tickets_enabled() or request.ticket_ref:
         return None
-    lines = "\n".join(f"- {line.quantity} x {line.item} at {line.site.code} ({line.amount:,.2f} {request.currency})"
-                      for line in request.lines.select_related("site", "server_model", "accelerator_model",
-                                                               "part_model"))
-    description = (f"{request.justification}\n\nBudget {request.budget_code}, {request.total_amount:,.2f} "
-                   f"{request.currency}:\n{lines}\n\nVote on /admin/procurement/procurementrequest/{request.pk}/"
-                   f"change/ or POST /api/integrations/procurement/requests/{request.pk}/approve/.")
+    lines = "\n".join(
+        f"- {line.quantity} x {line.item} at {line.site.code} ({line.amount:,.2f} {request.currency})"
+        for line in request.lines.select_related("site", "server_model", "accelerator_model", "part_model")
+    )
+    description = (
+        f"{request.justification}\n\nBudget {request.budget_code}, {request.total_amount:,.2f} "
+        f"{request.currency}:\n{lines}\n\nVote on /admin/procurement/procurementrequest/{request.pk}/"
+        f"change/ or POST /api/integrations/procurement/requests/{request.pk}/approve/."
+    )
     watchers = [request.requested_by] if request.requested_by_id else []
-    return ticket_create(type_=TICKET_TYPE, title=f"{request.reference}: {request.title}", requester=None,
-                         description=description, inputs={"request": request.reference}, watchers=watchers)
+    return ticket_create(
+        type_=TICKET_TYPE,
+        title=f"{request.reference}: {request.title}",
+        requester=None,
+        description=description,
+        inputs={"request": request.reference},
+        watchers=watchers,
+    )
 
 
 def ticket_sync(request_id: int, *, open_ticket: bool = False) -> str | None:
@@ -155,9 +164,13 @@ def provisioning_ticket_open(node_id: int, request_id: int) -> Ticket:
     node = Node.objects.get(pk=node_id)
     request = ProcurementRequest.objects.get(pk=request_id)
     ticket = ticket_create(
-        type_=procurement_setting("PROVISIONING_TICKET_TYPE"), title=f"Provision {node.hostname}", requester=None,
+        type_=procurement_setting("PROVISIONING_TICKET_TYPE"),
+        title=f"Provision {node.hostname}",
+        requester=None,
         description=f"Delivered on {request.reference} (PO {request.po_number}, {request.supplier}); serial "
-                    f"{node.serial}, {node.server_model}.", inputs={"node": node})
+        f"{node.serial}, {node.server_model}.",
+        inputs={"node": node},
+    )
     parent = ticket_for(request)
     if parent is not None:
         link_add(ticket=parent, obj=node, role=LinkRole.RELATED)

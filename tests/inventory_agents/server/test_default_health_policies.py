@@ -25,8 +25,11 @@ def _rows(**filters: object) -> set[tuple]:
 def _fresh_install() -> None:
     """What `migrate` writes on an empty database: the data migrations' own (frozen) logic, replayed in order."""
     m.HealthPolicy.objects.all().delete()
-    for name, fn in (("0002_default_health_policies", "ensure"), ("0004_more_default_health_policies", "ensure"),
-                     ("0005_xid_63_94_fail_cards", "forwards")):
+    for name, fn in (
+        ("0002_default_health_policies", "ensure"),
+        ("0004_more_default_health_policies", "ensure"),
+        ("0005_xid_63_94_fail_cards", "forwards"),
+    ):
         getattr(importlib.import_module(f"inventory_agents.migrations.{name}"), fn)(apps, None)
 
 
@@ -52,9 +55,23 @@ def test_the_demo_grades_every_signal_as_a_fresh_install():
 def test_the_demo_drops_the_nvidia_rows_older_demos_wrote_but_keeps_an_operators_edit():
     call_command("seed_demo", "--scale", "small", verbosity=0)
     nvidia = m.Vendor.objects.get(slug="nvidia")
-    m.HealthPolicy.objects.create(vendor=nvidia, kind="xid", code="94", severity="warning", action="reset",
-                                  marks_failed=False, description="Contained ECC error")  # an older demo's row
-    edited = m.HealthPolicy.objects.create(vendor=nvidia, kind="xid", code="79", severity="critical", action="rma",
-                                           marks_failed=True, description="RMA at once here")
+    m.HealthPolicy.objects.create(
+        vendor=nvidia,
+        kind="xid",
+        code="94",
+        severity="warning",
+        action="reset",
+        marks_failed=False,
+        description="Contained ECC error",
+    )  # an older demo's row
+    edited = m.HealthPolicy.objects.create(
+        vendor=nvidia,
+        kind="xid",
+        code="79",
+        severity="critical",
+        action="rma",
+        marks_failed=True,
+        description="RMA at once here",
+    )
     call_command("seed_demo", "--scale", "small", verbosity=0)
     assert list(m.HealthPolicy.objects.filter(vendor=nvidia)) == [edited]
