@@ -23,7 +23,7 @@ from celery.contrib.django.task import DjangoTask
 from celery.exceptions import Retry
 from django.conf import settings
 
-from integrations.exceptions import TransientError
+from .exceptions import TransientError
 
 
 def eager_mode() -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.apps import AppConfig
+from django.apps import AppConfig, apps
 from django.db.models.signals import post_migrate
 
 
@@ -16,15 +16,18 @@ class WorkflowsConfig(AppConfig):
         from cmdb.permissions import register_scope
         from inventory_agents.signals import report_received
 
-        from . import definitions, registry
+        from . import definitions, glue, registry
         from .models import Ticket
         from .services.health import on_accelerator_failed, on_node_reported
 
-        for wf in definitions.ALL:
-            registry.register(wf)
+        for wf in definitions.TICKET_TYPES:  # every ticket type, from one list
+            if apps.is_installed(definitions.REQUIRES_APP.get(wf.type, self.name)):
+                registry.register(wf)
         # Site and cluster technicians see the tickets of their site/cluster, as they see its inventory.
         register_scope(Ticket, {"site": "site_id", "cluster": "cluster_id"})
         register_accelerator_failed(on_accelerator_failed)
+        # Adapters and ingestion call their hook points; the glue that turns those events into tickets is ours.
+        glue.register()
         report_received.connect(on_node_reported, dispatch_uid="workflows_wake_on_report")
         post_migrate.connect(_permissions_after_migrate, sender=self, dispatch_uid="workflows_transition_perms")
         _beat_schedule_defaults()

@@ -11,15 +11,7 @@ from typing import Any
 from django.conf import settings
 
 DEFAULTS: dict[str, Any] = {
-    # Scheduler adapter per cluster kind ("slurm", "kubernetes"); "default" for nodes outside a cluster.
-    # The demo default logs what it would do; tests install the fake (integrations.schedulers.registry.override).
-    "SCHEDULERS": {"default": "integrations.schedulers.noop.NoopScheduler"},
-    # Keyword arguments per adapter path, e.g.
-    # {"integrations.schedulers.slurm.SlurmScheduler": {"ssh_host": "slurmctld01", "ssh_user": "gpuops"}}.
-    "SCHEDULER_OPTIONS": {},
-    # Notifiers every ticket notification goes through (each in its own retried task).
-    "NOTIFIERS": ["integrations.notifiers.email.EmailNotifier"],
-    "NOTIFIER_OPTIONS": {},
+    # The adapters (SCHEDULERS, NOTIFIERS and their options) are the integrations' settings: integrations/conf.py.
     # Absolute base URL for links in notifications.
     "BASE_URL": "http://127.0.0.1:8000",
     # Repair: wait this long for the agent to report the new card healthy, polling at this interval.

@@ -22,6 +22,7 @@ from gpuops.context import ChangeSource, change_context
 from .. import models as m
 from .accelerators import placement_build
 from .changelog import records_for_bulk, records_write
+from .health_policies import health_policies_ensure
 
 Progress = Callable[[str, int], None]  # (what, how many more done)
 
@@ -152,40 +153,40 @@ def _catalog() -> None:
                             ("MCP4Y10-N002", "NDR DAC 2 m", "cable")]:
         m.PartModel.objects.get_or_create(sku=sku, defaults={"name": name, "kind": kind,
                                                              "vendor": vendors["nvidia"]})
-    _health_policies(vendors)
+    _health_policies()
 
 
-def _health_policies(vendors: dict[str, m.Vendor]) -> None:
-    """Default grading of health signals, after NVIDIA's Xid catalog and the vendors' health states."""
-    nvidia = vendors["nvidia"]
-    rows = [
-        (nvidia, "xid", "13", "warning", "monitor", False, "Graphics engine exception (usually the application)"),
-        (nvidia, "xid", "31", "warning", "monitor", False, "GPU memory page fault (usually the application)"),
-        (nvidia, "xid", "43", "warning", "monitor", False, "GPU stopped processing (application)"),
-        (nvidia, "xid", "45", "info", "monitor", False, "Preemptive cleanup after an application fault"),
-        (nvidia, "xid", "48", "critical", "rma", True, "Double-bit ECC error"),
-        (nvidia, "xid", "61", "warning", "reset", False, "Internal micro-controller breakpoint/warning"),
-        (nvidia, "xid", "62", "critical", "drain_repair", True, "Internal micro-controller halt"),
-        (nvidia, "xid", "63", "warning", "reset", False, "ECC page retirement or row remapping recorded"),
-        (nvidia, "xid", "64", "critical", "rma", True, "ECC page retirement or row remapping failure"),
-        (nvidia, "xid", "74", "critical", "drain_repair", True, "NVLink error"),
-        (nvidia, "xid", "79", "critical", "drain_repair", True, "GPU has fallen off the bus"),
-        (nvidia, "xid", "92", "critical", "drain_repair", True, "High single-bit ECC error rate"),
-        (nvidia, "xid", "94", "warning", "reset", False, "Contained ECC error"),
-        (nvidia, "xid", "95", "critical", "drain_repair", True, "Uncontained ECC error"),
-        (nvidia, "xid", "", "warning", "monitor", False, "Other Xid"),
-        (None, "ecc_uncorrectable", "", "critical", "drain_repair", True, "Uncorrectable (double-bit) ECC errors"),
-        (None, "remap_failure", "", "critical", "rma", True, "Row remapping failed"),
-        (None, "remap_pending", "", "warning", "reset", False, "Row remap pending: reset the GPU"),
-        (None, "retired_pages_limit", "", "critical", "rma", True, "Retired page limit reached"),
-        (None, "vendor_health", "critical", "critical", "drain_repair", True, "Vendor tool reports critical"),
-        (None, "vendor_health", "alarm", "critical", "drain_repair", True, "Vendor tool reports alarm"),
-        (None, "vendor_health", "warning", "warning", "monitor", False, "Vendor tool reports warning"),
-        (None, "missing", "", "critical", "drain_repair", True, "Card missing from its node's report"),
-    ]
-    for vendor, kind, code, severity, action, fails, desc in rows:
-        m.HealthPolicy.objects.get_or_create(vendor=vendor, kind=kind, code=code, defaults={
-            "severity": severity, "action": action, "marks_failed": fails, "description": desc})
+def _health_policies() -> None:
+    """The demo grades health signals exactly as a fresh install does: the default rows (migrated already; ensured
+    again here for a database whose rows were deleted). Older versions of the demo wrote NVIDIA rows of their own,
+    which outranked the defaults (a vendor row is more specific) and only warned on Xid 94; they are removed when
+    they are still exact copies of what the demo wrote, so an operator's edit stays."""
+    nvidia = m.Vendor.objects.filter(slug="nvidia").first()
+    if nvidia is not None:
+        for kind, code, severity, action, fails, desc in _OLD_DEMO_NVIDIA_POLICIES:
+            m.HealthPolicy.objects.filter(vendor=nvidia, kind=kind, code=code, severity=severity, action=action,
+                                          marks_failed=fails, description=desc).delete()
+    health_policies_ensure()
+
+
+# What older demos wrote for NVIDIA (kind, code, severity, action, marks_failed, description): removed, see above.
+_OLD_DEMO_NVIDIA_POLICIES = [
+    ("xid", "13", "warning", "monitor", False, "Graphics engine exception (usually the application)"),
+    ("xid", "31", "warning", "monitor", False, "GPU memory page fault (usually the application)"),
+    ("xid", "43", "warning", "monitor", False, "GPU stopped processing (application)"),
+    ("xid", "45", "info", "monitor", False, "Preemptive cleanup after an application fault"),
+    ("xid", "48", "critical", "rma", True, "Double-bit ECC error"),
+    ("xid", "61", "warning", "reset", False, "Internal micro-controller breakpoint/warning"),
+    ("xid", "62", "critical", "drain_repair", True, "Internal micro-controller halt"),
+    ("xid", "63", "warning", "reset", False, "ECC page retirement or row remapping recorded"),
+    ("xid", "64", "critical", "rma", True, "ECC page retirement or row remapping failure"),
+    ("xid", "74", "critical", "drain_repair", True, "NVLink error"),
+    ("xid", "79", "critical", "drain_repair", True, "GPU has fallen off the bus"),
+    ("xid", "92", "critical", "drain_repair", True, "High single-bit ECC error rate"),
+    ("xid", "94", "warning", "reset", False, "Contained ECC error"),
+    ("xid", "95", "critical", "drain_repair", True, "Uncontained ECC error"),
+    ("xid", "", "warning", "monitor", False, "Other Xid"),
+]
 
 
 def _site(spec: SiteSpec) -> m.Site:

@@ -1,7 +1,7 @@
 """The executor seam: run a command on a node (a driver install or rollback, a reboot) and get its result.
 
 Callers depend on the `CommandExecutor` protocol only; `registry.executor_get()` picks the implementation from
-settings (GPUOPS_ROLLOUTS["EXECUTOR"]): `ssh.SshExecutor` (paramiko) in production, `dry_run.DryRunExecutor`
+settings (integrations.conf "EXECUTOR"): `ssh.SshExecutor` (paramiko) in production, `dry_run.DryRunExecutor`
 (logs what it would run) in the demo, `fake.FakeExecutor` in tests. Implementations raise only
 integrations.exceptions.TransientError (could not reach the host: try again later) or PermanentError
 (authentication, host key, a command that outlived its timeout). A command that ran and exited non-zero is

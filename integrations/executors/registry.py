@@ -1,4 +1,4 @@
-"""Picks the executor from settings (GPUOPS_ROLLOUTS["EXECUTOR"], a dotted path, with EXECUTOR_OPTIONS as its
+"""Picks the executor from settings (integrations.conf "EXECUTOR", a dotted path, with EXECUTOR_OPTIONS as its
 keyword arguments); tests install a fake with `override`."""
 
 from __future__ import annotations
@@ -6,13 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from ..adapter_slot import AdapterSlot
+from ..conf import integrations_setting
 from .base import CommandExecutor
 
 
 def _config() -> tuple[str, dict[str, Any]]:
-    from workflows.rollouts.conf import rollouts_setting
-
-    return rollouts_setting("EXECUTOR"), rollouts_setting("EXECUTOR_OPTIONS")
+    return integrations_setting("EXECUTOR"), integrations_setting("EXECUTOR_OPTIONS")
 
 
 _slot: AdapterSlot[CommandExecutor] = AdapterSlot(_config)

@@ -1,4 +1,4 @@
-"""Picks the notifiers from settings (GPUOPS_WORKFLOWS["NOTIFIERS"]); tests install a fake with `override`."""
+"""Picks the notifiers from settings (integrations.conf "NOTIFIERS"); tests install a fake with `override`."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 from django.utils.module_loading import import_string
 
+from ..conf import integrations_setting
 from .base import Notifier
 
 OVERRIDE_PATH = "override"
@@ -16,9 +17,7 @@ _cache: dict[str, Notifier] = {}
 
 
 def _config() -> tuple[list[str], dict[str, dict[str, Any]]]:
-    from workflows.conf import workflows_setting
-
-    return list(workflows_setting("NOTIFIERS")), workflows_setting("NOTIFIER_OPTIONS")
+    return list(integrations_setting("NOTIFIERS")), integrations_setting("NOTIFIER_OPTIONS")
 
 
 def notifier_paths() -> list[str]:

@@ -1,7 +1,7 @@
 """The OS-install seam: hand a node to the PXE/OS-install system and learn when its OS is on.
 
 Provisioning depends on the `OsInstaller` protocol only; `registry.os_installer_get()` picks the implementation
-from settings (GPUOPS_ROLLOUTS["OS_INSTALLER"]): `webhook.WebhookOsInstaller` (HTTP API + signed callback) in
+from settings (integrations.conf "OS_INSTALLER"): `webhook.WebhookOsInstaller` (HTTP API + signed callback) in
 production, `fake.FakeOsInstaller` in tests and the demo. Implementations raise only TransientError (try again
 later: timeouts, 5xx) or PermanentError (4xx, a reply we cannot read).
 """

@@ -1,4 +1,4 @@
-"""Picks the OS installer from settings (GPUOPS_ROLLOUTS["OS_INSTALLER"] + OS_INSTALLER_OPTIONS); tests install a
+"""Picks the OS installer from settings (integrations.conf "OS_INSTALLER" + OS_INSTALLER_OPTIONS); tests install a
 fake with `override`. One instance per process (the fake keeps its jobs in it)."""
 
 from __future__ import annotations
@@ -6,13 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from ..adapter_slot import AdapterSlot
+from ..conf import integrations_setting
 from .base import OsInstaller
 
 
 def _config() -> tuple[str, dict[str, Any]]:
-    from workflows.rollouts.conf import rollouts_setting
-
-    return rollouts_setting("OS_INSTALLER"), rollouts_setting("OS_INSTALLER_OPTIONS")
+    return integrations_setting("OS_INSTALLER"), integrations_setting("OS_INSTALLER_OPTIONS")
 
 
 _slot: AdapterSlot[OsInstaller] = AdapterSlot(_config)

@@ -12,8 +12,9 @@ class ProcurementConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        # The procurement ticket type and the glue that opens and moves its tickets live in workflows
+        # (workflows.definitions.TICKET_TYPES, workflows/glue/procurement.py): integrations do not import workflows.
         _beat_schedule_defaults()
-        _workflow_register()
 
 
 def _beat_schedule_defaults() -> None:
@@ -25,17 +26,3 @@ def _beat_schedule_defaults() -> None:
     schedule = app.conf.beat_schedule
     for name, entry in BEAT_SCHEDULE.items():
         schedule.setdefault(name, dict(entry))
-
-
-def _workflow_register() -> None:
-    """Register the procurement ticket type (workflows/definitions/procurement.py) with the workflow engine.
-
-    Registered here rather than in workflows.definitions.ALL, which belongs to the workflows app; registering
-    the same declaration twice is harmless, so this keeps working if it is added there later.
-    """
-    try:
-        from workflows import registry
-        from workflows.definitions import procurement
-    except ImportError:  # no workflow engine in this deployment: requests work without tickets
-        return
-    registry.register(procurement.WORKFLOW)

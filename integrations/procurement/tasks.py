@@ -57,10 +57,10 @@ def sweep(self) -> dict[str, int]:
     - requests with deliveries still lacking a dispatch notice are reconciled (no_dispatch_notice after grace);
     - procurement tickets whose state lags their request's (a sync that failed on commit) are synced.
     """
+    from .hooks import requests_resync
     from .inbound import event_enqueue, events_expire_deferred, events_reclaim_stuck
     from .models import InboundEvent, ProcurementRequest, RequestState, Shipment
     from .services.receiving import request_reconcile
-    from .tickets import tickets_resync
 
     stuck = events_reclaim_stuck(older_than=dt.timedelta(minutes=15))
     for event in InboundEvent.objects.filter(pk__in=stuck):
@@ -75,5 +75,5 @@ def sweep(self) -> dict[str, int]:
     with change_context(source=ChangeSource.SYSTEM):
         for request in ProcurementRequest.objects.filter(pk__in=list(waiting)):
             request_reconcile(request)
-        resynced = tickets_resync()
+        resynced = requests_resync()
     return {"reclaimed": len(stuck), "expired": expired, "orders_requeued": len(orphans), "tickets": resynced}

@@ -1,61 +1,22 @@
-"""Procurement requests and their tickets (workflows/definitions/procurement.py), and provisioning tickets for
-delivered servers.
+"""The procurement side of a request's ticket (workflows/definitions/procurement.py).
 
-The request is the record; the ticket mirrors its state through system transitions. Services here run on
-commit of the procurement change that prompted them (`ticket_sync_on_commit`), never inside it: a ticket
-transition starts steps and notifications of its own, and a failure there must not roll back a delivery or a
-vote. A failed sync is logged and redone by the sweep task (`tickets_resync`), so the two never drift for long.
-Everything is a no-op when the workflow engine has no `procurement` type registered.
+The request is the record; its ticket mirrors its state. Opening, noting and moving tickets is the workflows
+app's glue (workflows/glue/procurement.py), reached through the hooks in hooks.py, so this package never imports
+the workflow engine. What stays here is what the ticket type calls back into procurement for.
 """
 
 from __future__ import annotations
 
-import logging
-from collections import deque
 from typing import Any
 
-from django.db import transaction
-
-from cmdb.models import Node
-
-from .conf import procurement_setting
-from .models import OPEN_REQUEST_STATES, ProcurementRequest, RequestState
-
-logger = logging.getLogger(__name__)
-
-TICKET_TYPE = "procurement"
-TICKET_STATE_FOR: dict[str, str] = {
-    RequestState.DRAFT: "draft",
-    RequestState.SUBMITTED: "awaiting_approval",
-    RequestState.APPROVED: "ordering",
-    RequestState.ORDERED: "ordered",
-    RequestState.PARTIALLY_RECEIVED: "receiving",
-    RequestState.RECEIVED: "received",
-    RequestState.CLOSED: "closed",
-    RequestState.REJECTED: "rejected",
-    RequestState.CANCELLED: "cancelled",
-}
+from .hooks import request_changed_on_commit
+from .models import ProcurementRequest, RequestState
 
 
-def _workflow(type_: str) -> Any:
-    try:
-        from workflows.registry import workflow_or_none
-    except ImportError:  # the workflows app is not installed
-        return None
-    return workflow_or_none(type_)
-
-
-def tickets_enabled() -> bool:
-    return _workflow(TICKET_TYPE) is not None
-
-
-def ticket_for(request: ProcurementRequest) -> Any:
-    """The request's ticket, or None."""
-    if not request.ticket_ref.startswith("ticket:"):
-        return None
-    from workflows.models import Ticket
-
-    return Ticket.objects.filter(pk=int(request.ticket_ref.removeprefix("ticket:"))).first()
+def ticket_sync_on_commit(request: ProcurementRequest, *, open_ticket: bool = False, note: str = "") -> None:
+    """After the surrounding transaction commits: note on the request's ticket, then bring it to the request's
+    state (open it first if asked). A no-op without the workflows app."""
+    request_changed_on_commit(request, open_ticket=open_ticket, note=note)
 
 
 def request_ticket_link(*, request_id: int, ticket: Any) -> bool:
@@ -63,119 +24,17 @@ def request_ticket_link(*, request_id: int, ticket: Any) -> bool:
     the CMDB changes of the request's deliveries appear on the ticket). False when the request does not exist
     or already has a ticket."""
     updated = ProcurementRequest.objects.filter(pk=request_id, ticket_ref="").update(
-        ticket_ref=f"ticket:{ticket.pk}", correlation_id=ticket.correlation_id)
+        ticket_ref=f"ticket:{ticket.pk}", correlation_id=ticket.correlation_id
+    )
     if updated:
         ticket.data.update({"request_id": request_id, "request_ref": f"PR-{request_id}"})
     return bool(updated)
 
 
-def ticket_open(request: ProcurementRequest) -> Any:
-    """Open the request's ticket as the system (the requester watches it). Returns it, or None."""
-    if not tickets_enabled() or request.ticket_ref:
-        return None
-    from workflows.engine import ticket_create
-
-    lines = "\n".join(f"- {line.quantity} x {line.item} at {line.site.code} ({line.amount:,.2f} {request.currency})"
-                      for line in request.lines.select_related("site", "server_model", "accelerator_model",
-                                                               "part_model"))
-    description = (f"{request.justification}\n\nBudget {request.budget_code}, {request.total_amount:,.2f} "
-                   f"{request.currency}:\n{lines}\n\nVote on /admin/procurement/procurementrequest/{request.pk}/"
-                   f"change/ or POST /api/integrations/procurement/requests/{request.pk}/approve/.")
-    watchers = [request.requested_by] if request.requested_by_id else []
-    return ticket_create(type_=TICKET_TYPE, title=f"{request.reference}: {request.title}", requester=None,
-                         description=description, inputs={"request": request.reference}, watchers=watchers)
-
-
-def ticket_sync(request_id: int, *, open_ticket: bool = False) -> str | None:
-    """Bring the ticket to the state matching the request (one system transition). Returns the ticket state."""
-    wf = _workflow(TICKET_TYPE)
-    request = ProcurementRequest.objects.filter(pk=request_id).first()
-    if wf is None or request is None:
-        return None
-    ticket = ticket_for(request)
-    if ticket is None and open_ticket and request.state in OPEN_REQUEST_STATES:
-        ticket = ticket_open(request)
-    if ticket is None:
-        return None
-    from workflows.engine import transition_apply
-
-    target = TICKET_STATE_FOR[request.state]
-    if ticket.state == target or ticket.state in wf.terminal:
-        return ticket.state
-    path = _system_path(wf, ticket.state, target)
-    if path is None:
-        logger.warning("%s: no system transitions lead from %s to %s", ticket.reference, ticket.state, target)
-    for name in path or ():
-        ticket = transition_apply(ticket=ticket, name=name, system=True).ticket
-    return ticket.state
-
-
-def _system_path(wf: Any, source: str, target: str) -> list[str] | None:
-    """The shortest chain of system transitions from `source` to `target` (usually one; more for a ticket
-    opened late, e.g. a draft ticket for a request already ordered)."""
-    queue: deque[tuple[str, list[str]]] = deque([(source, [])])
-    seen = {source}
-    while queue:
-        state, path = queue.popleft()
-        for t in wf.transitions:
-            if t.is_system and state in t.sources and t.target not in seen:
-                if t.target == target:
-                    return [*path, t.name]
-                seen.add(t.target)
-                queue.append((t.target, [*path, t.name]))
-    return None
-
-
-def ticket_note(request: ProcurementRequest, message: str, *, body: str = "") -> None:
-    """A timeline entry on the request's ticket (votes, PO errors, discrepancies), if it has one."""
-    ticket = ticket_for(request)
-    if ticket is None:
-        return
-    from workflows.engine import timeline_add
-    from workflows.models import TimelineKind
-
-    timeline_add(ticket=ticket, kind=TimelineKind.NOTE, message=message, body=body)
-
-
-def _safely(what: str, fn: Any) -> None:
-    try:
-        fn()
-    except Exception:
-        # Never undo the procurement change that already committed; the sweep re-syncs.
-        logger.exception("procurement ticket %s failed", what)
-
-
-def ticket_sync_on_commit(request: ProcurementRequest, *, open_ticket: bool = False, note: str = "") -> None:
-    """After the surrounding transaction commits: note on the ticket, then sync its state (open it if asked)."""
-    if not tickets_enabled():
-        return
-    request_id = request.pk
-
-    def run() -> None:
-        fresh = ProcurementRequest.objects.filter(pk=request_id).first()
-        if fresh is None:
-            return
-        if open_ticket and not fresh.ticket_ref and fresh.state in OPEN_REQUEST_STATES:
-            _safely("open", lambda: ticket_open(fresh))
-            fresh.refresh_from_db()
-        if note:
-            _safely("note", lambda: ticket_note(fresh, note))
-        _safely("sync", lambda: ticket_sync(request_id))
-
-    transaction.on_commit(run)
-
-
-def tickets_resync() -> int:
-    """Sweep: sync every request with a ticket that is not in the matching state. Returns how many moved."""
-    if not tickets_enabled():
-        return 0
-    moved = 0
-    for request in ProcurementRequest.objects.exclude(ticket_ref="").filter(is_open=True).iterator():
-        ticket = ticket_for(request)
-        if ticket is not None and ticket.state != TICKET_STATE_FOR[request.state]:
-            _safely("resync", lambda request=request: ticket_sync(request.pk))
-            moved += 1
-    return moved
+def ticket_id_of(request: ProcurementRequest) -> int | None:
+    """The id of the request's ticket (from `ticket_ref`, "ticket:<id>"), or None."""
+    ref = request.ticket_ref
+    return int(ref.removeprefix("ticket:")) if ref.startswith("ticket:") else None
 
 
 def order_retry(*, request: ProcurementRequest) -> bool:
@@ -189,41 +48,4 @@ def order_retry(*, request: ProcurementRequest) -> bool:
     return True
 
 
-def provisioning_ticket_open(node_id: int, request_id: int) -> Any:
-    """Open a provisioning ticket for a delivered node (state `new`: a technician starts it), link the node to
-    the request's ticket, and note it on the request."""
-    from workflows.engine import link_add, ticket_create
-    from workflows.models import LinkRole
-
-    node = Node.objects.get(pk=node_id)
-    request = ProcurementRequest.objects.get(pk=request_id)
-    ticket = ticket_create(
-        type_=procurement_setting("PROVISIONING_TICKET_TYPE"), title=f"Provision {node.hostname}", requester=None,
-        description=f"Delivered on {request.reference} (PO {request.po_number}, {request.supplier}); serial "
-                    f"{node.serial}, {node.server_model}.", inputs={"node": node})
-    parent = ticket_for(request)
-    if parent is not None:
-        link_add(ticket=parent, obj=node, role=LinkRole.RELATED)
-        ticket_note(request, f"{ticket.reference} opened to provision {node.hostname} ({node.serial})")
-    return ticket
-
-
-def provisioning_available() -> bool:
-    return _workflow(procurement_setting("PROVISIONING_TICKET_TYPE")) is not None
-
-
-__all__ = [
-    "TICKET_STATE_FOR",
-    "TICKET_TYPE",
-    "order_retry",
-    "provisioning_available",
-    "provisioning_ticket_open",
-    "request_ticket_link",
-    "ticket_for",
-    "ticket_note",
-    "ticket_open",
-    "ticket_sync",
-    "ticket_sync_on_commit",
-    "tickets_enabled",
-    "tickets_resync",
-]
+__all__ = ["order_retry", "request_ticket_link", "ticket_id_of", "ticket_sync_on_commit"]

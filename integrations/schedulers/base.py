@@ -1,7 +1,7 @@
 """The scheduler seam: what a workflow asks of Slurm or Kubernetes, and what it gets back.
 
 Steps depend on the `Scheduler` protocol only; `registry.scheduler_for(kind)` picks the implementation from
-settings (GPUOPS_WORKFLOWS["SCHEDULERS"]). Implementations raise only integrations.exceptions.TransientError
+settings (integrations.conf "SCHEDULERS"). Implementations raise only integrations.exceptions.TransientError
 (try again later) or PermanentError (will not work), and every call is idempotent: draining a drained node or
 resuming an active one succeeds without changing anything.
 """

@@ -1,4 +1,5 @@
-"""Picks the scheduler adapter for a cluster kind from settings; tests install a fake with `override`."""
+"""Picks the scheduler adapter for a cluster kind from settings (integrations.conf "SCHEDULERS"); tests install a
+fake with `override`."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from django.utils.module_loading import import_string
 
+from ..conf import integrations_setting
 from .base import Scheduler
 
 _override: Scheduler | None = None
@@ -15,9 +17,7 @@ _cache: dict[tuple[str, str], Scheduler] = {}
 
 
 def _config() -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
-    from workflows.conf import workflows_setting
-
-    return workflows_setting("SCHEDULERS"), workflows_setting("SCHEDULER_OPTIONS")
+    return integrations_setting("SCHEDULERS"), integrations_setting("SCHEDULER_OPTIONS")
 
 
 def scheduler_for(cluster_kind: str) -> Scheduler:

@@ -20,7 +20,7 @@ from cmdb.models import Fabric
 from .cabling import CablingSummary, Finding, FindingKind
 from .cabling_faults import FaultKind
 from .cabling_service import fabric_cabling_report, findings_filter
-from .cabling_tickets import FaultTicket, cabling_tickets_open
+from .cabling_tickets import CablingTicketsForbidden, CablingTicketsRefused, FaultTicket, cabling_tickets_open
 
 __all__ = ["KIND_CHOICES", "KIND_FILTERS", "FabricCablingTicketsView", "FabricCablingView", "summary_dict"]
 
@@ -154,8 +154,6 @@ class FabricCablingTicketsView(APIView):
     @extend_schema(operation_id="fabric_cabling_tickets", request=None, parameters=FILTERS, tags=["switches"],
                    responses={201: CablingTicketsSerializer, 200: CablingTicketsSerializer})
     def post(self, request: Request, pk: int) -> Response:
-        from workflows import engine
-
         fabric = get_object_or_404(Fabric, pk=pk)
         # The report's filters narrow which faults get a ticket: from the query string or the body.
         body = request.data if isinstance(request.data, Mapping) else {}
@@ -163,9 +161,9 @@ class FabricCablingTicketsView(APIView):
         _kind_checked(params)
         try:
             results = cabling_tickets_open(fabric, requester=request.user, params=params)
-        except engine.ForbiddenError as exc:
+        except CablingTicketsForbidden as exc:
             raise exceptions.PermissionDenied(exc.errors[0]) from exc
-        except engine.WorkflowError as exc:
+        except CablingTicketsRefused as exc:
             raise exceptions.ValidationError({"non_field_errors": list(exc.errors)}) from exc
         by_outcome: dict[str, list[dict[str, Any]]] = {"created": [], "existing": [], "skipped": []}
         for r in results:

@@ -1,7 +1,8 @@
 """The host's view of its cables: what each node's lldpd says is behind each of its interfaces.
 
 The inventory agent reports `lldp_neighbors` (lldpctl). When ingestion applies a report it sends
-`inventory_agents.signals.report_applied`; `receivers.py` hands the neighbours to the task
+`inventory_agents.signals.report_applied`; the workflows app's glue (workflows/glue/host_lldp.py, connected at
+start-up: integrations do not import ingestion) hands the neighbours to the task
 `integrations.switches.node_report_observe`, which calls `node_report_apply` once the report has committed.
 
 Each neighbour becomes an `ObservedLink(source="host_lldp")`: the host end resolved to the node's NicPort by
@@ -13,8 +14,7 @@ reported as unknown, never dropped. The cabling report reads these rows next to 
 from __future__ import annotations
 
 import logging
-import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -22,7 +22,6 @@ from django.db.models import Q
 
 from cmdb.models import NicPort, Node, Switch, SwitchPort
 from gpuops.context import ChangeSource, change_context
-from inventory_agents.models import AgentState
 
 from .cabling import device_key, port_key
 from .cli_parse import PLATFORMS, canonical_interface
@@ -194,16 +193,24 @@ def host_lldp_replace(*, node: Node, ports: Iterable[NicPort], neighbors: Sequen
     return HostLldpResult(created=result.created, removed=result.removed, kept=result.kept, unknown=unknown)
 
 
+# Whether `report_id` is still the node's last applied report: (node_id, report_id) -> bool. Ingestion knows and
+# integrations do not import it, so the glue that connects the two (workflows/glue/host_lldp.py) installs it.
+LatestReportCheck = Callable[[int, str], bool]
+_latest_report_check: LatestReportCheck | None = None
+
+
+def latest_report_check_set(check: LatestReportCheck | None) -> None:
+    global _latest_report_check
+    _latest_report_check = check
+
+
 def _is_latest(node: Node, report_id: str) -> bool:
     """False when a newer report of the node was applied after `report_id` (tasks can run out of order): that
-    report's own task writes the host view, and this one must not roll it back."""
-    last = AgentState.objects.filter(node=node).values_list("last_report_id", flat=True).first()
-    if last is None or not report_id:
+    report's own task writes the host view, and this one must not roll it back. Without a check, every report
+    counts as the latest."""
+    if not report_id or _latest_report_check is None:
         return True
-    try:
-        return uuid.UUID(str(report_id)) == last
-    except ValueError:
-        return True
+    return _latest_report_check(node.pk, report_id)
 
 
 def node_report_apply(*, node_id: int, report_id: str = "", neighbors: Sequence[HostNeighbor] = (),

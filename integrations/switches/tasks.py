@@ -46,7 +46,7 @@ def poll_switch(self, switch_id: int) -> int:
 @shared_task(base=BaseTask, name="integrations.switches.node_report_observe")
 def node_report_observe(node_id: int, report_id: str, neighbors: list[list[str]],
                         lldp_complete: bool = True) -> dict[str, int]:
-    """After an agent report of the node committed (enqueued by receivers.on_report_applied): replace the node's
+    """After an agent report of the node committed (enqueued by workflows/glue/host_lldp.py): replace the node's
     host-LLDP observations with `neighbors` ([local_port, chassis id, system, port id, port description]) and
     re-resolve the InfiniBand observations of its HCAs. Idempotent; a task for an older report than the node's
     last applied one leaves the host view alone (host_lldp.node_report_apply)."""

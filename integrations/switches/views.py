@@ -21,7 +21,12 @@ from .api import KIND_FILTERS, summary_dict
 from .cabling import FindingKind
 from .cabling_faults import cabling_faults
 from .cabling_service import fabric_cabling_report, findings_filter
-from .cabling_tickets import cabling_tickets_open
+from .cabling_tickets import (
+    CablingTicketsRefused,
+    cabling_tickets_by_port,
+    cabling_tickets_may_open,
+    cabling_tickets_open,
+)
 from .models import PollRun, PollStatus
 
 TONES = {"ok": "done", "missing": "waiting", "miswired": "rejected", "unexpected": "approval",
@@ -49,8 +54,6 @@ def _filters(params: Mapping[str, str]) -> dict[str, str]:
 
 @login_required
 def fabric_cabling(request: HttpRequest, pk: int) -> HttpResponse:
-    from workflows.definitions.cabling import open_tickets_by_port
-
     fabric = get_object_or_404(Fabric.objects.select_related("site"), pk=pk)
     findings = fabric_cabling_report(fabric)
     filters = _filters(request.GET)
@@ -59,12 +62,12 @@ def fabric_cabling(request: HttpRequest, pk: int) -> HttpResponse:
     kinds = [(k.value, k.value.replace("_", " "), summary[k.value], TONES[k.value]) for k in FindingKind]
     shown_ids = {id(f) for f in shown}
     faults = [fault for fault in cabling_faults(findings) if any(id(f) in shown_ids for f in fault.findings)]
-    tickets = open_tickets_by_port()  # the findings someone is already re-cabling
+    tickets = cabling_tickets_by_port()  # the findings someone is already re-cabling
     rows = [{"f": f, "tone": TONES[f.kind.value], "ticket": tickets.get(f"{f.switch}:{f.port}")} for f in shown]
     return render(request, "switches/fabric_cabling.html", {
         "fabric": fabric, "rows": rows, "summary": summary,
         "kinds": kinds, "filters": filters, "total": len(findings), "fault_count": len(faults),
-        "can_open_tickets": request.user.has_perm("workflows.add_ticket"),
+        "can_open_tickets": cabling_tickets_may_open(request.user),
     })
 
 
@@ -72,15 +75,13 @@ def fabric_cabling(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def fabric_cabling_tickets(request: HttpRequest, pk: int) -> HttpResponse:
     """Open a cabling repair ticket per fault among the findings the page's filters show (POST, CSRF)."""
-    from workflows.engine import WorkflowError
-
     fabric = get_object_or_404(Fabric, pk=pk)
-    if not request.user.has_perm("workflows.add_ticket"):
+    if not cabling_tickets_may_open(request.user):
         raise PermissionDenied("You may not open tickets.")
     filters = _filters(request.POST)
     try:
         results = cabling_tickets_open(fabric, requester=request.user, params=filters)
-    except WorkflowError as exc:
+    except CablingTicketsRefused as exc:
         messages.error(request, "; ".join(exc.errors))
     else:
         created = [r.reference for r in results if r.outcome == "created"]

@@ -10,8 +10,8 @@ class RolloutsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        # Its ticket types (rollout, provisioning) are registered with all others: workflows.definitions.TICKET_TYPES.
         _beat_schedule_defaults()
-        _workflows_register()
 
 
 def _beat_schedule_defaults() -> None:
@@ -23,17 +23,3 @@ def _beat_schedule_defaults() -> None:
     schedule = app.conf.beat_schedule
     for name, entry in BEAT_SCHEDULE.items():
         schedule.setdefault(name, dict(entry))
-
-
-def _workflows_register() -> None:
-    """Register the rollout and provisioning ticket types with the workflow registry.
-
-    The workflows app registers `workflows.definitions.ALL` in its own ready(), which runs before ours
-    (INSTALLED_APPS order); registering the same declaration twice is harmless, so this keeps working once the
-    two modules are added to ALL.
-    """
-    from workflows import registry
-    from workflows.definitions import provisioning, rollout
-
-    registry.register(rollout.WORKFLOW)
-    registry.register(provisioning.WORKFLOW)

@@ -11,11 +11,8 @@ from typing import Any
 from django.conf import settings
 
 DEFAULTS: dict[str, Any] = {
-    # Runs driver install/rollback commands on nodes. The demo default only logs what it would run.
-    "EXECUTOR": "integrations.executors.dry_run.DryRunExecutor",
-    # Keyword arguments of the executor, e.g. for integrations.executors.ssh.SshExecutor:
-    # {"username": "gpuops", "key_file": "/etc/gpuops/ssh/id_ed25519", "known_hosts": "/etc/gpuops/ssh/known_hosts"}.
-    "EXECUTOR_OPTIONS": {},
+    # The executor and the OS installer (EXECUTOR, OS_INSTALLER and their options) are the integrations' settings:
+    # integrations/conf.py.
     # Pushes switch port configuration during provisioning (integrations.ports.SwitchConfigurator).
     # The in-memory fake is the demo default; production: "integrations.switches.config_push.NetmikoConfigurator".
     "SWITCH_CONFIGURATOR": "integrations.switches.fakes.FakeSwitchConfigurator",
@@ -32,9 +29,6 @@ DEFAULTS: dict[str, Any] = {
     # configurator without partition support refuses it, which fails the step visibly). The CMDB has no such
     # fields on Fabric or SwitchPort. A key that does not apply to the fabric's kind fails the step.
     "SWITCH_PORT_FABRICS": {},
-    # Hands a node to the PXE/OS install system.
-    "OS_INSTALLER": "integrations.os_install.fake.FakeOsInstaller",
-    "OS_INSTALLER_OPTIONS": {},
     # Per node step timing (a rollout's own options override the timeouts).
     "DRAIN_POLL_SECONDS": 30,
     "DRAIN_TIMEOUT_MINUTES": 240,

@@ -31,7 +31,7 @@ CSV_NAME = "nvidia-smi-query-gpu.csv"
 
 # Xid codes (NVIDIA's Xid catalog) and the health hint the agent gives; the server re-grades with its policy.
 # The failed set is the one the server's default policy fails a card for (DEFAULT_POLICIES in
-# inventory_agents/services/health.py); 63 and 94 need at least a reset and a check before the card runs jobs again.
+# cmdb/services/health_policies.py); 63 and 94 need at least a reset and a check before the card runs jobs again.
 XID_FAILED = {
     48: "double-bit ECC error",
     62: "internal micro-controller halt",

@@ -11,11 +11,11 @@ from integrations.procurement.inbound import event_record, event_run
 from integrations.procurement.models import ProcurementRequest, RequestState
 from integrations.procurement.services import requests as svc
 from integrations.procurement.services.events import procurement_event_handle
-from integrations.procurement.tickets import TICKET_STATE_FOR, ticket_for, ticket_sync
 from tests.factories.cmdb import UserFactory
 from tests.integrations.procurement.procurement_helpers import event_body, request_make
 from workflows import engine
 from workflows.definitions.procurement import WORKFLOW
+from workflows.glue.procurement import TICKET_STATE_FOR, ticket_for, ticket_sync
 from workflows.models import Ticket
 from workflows.registry import workflow_problems
 

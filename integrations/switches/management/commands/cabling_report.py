@@ -12,7 +12,7 @@ from cmdb.models import Fabric
 
 from ...cabling import CablingSummary
 from ...cabling_service import fabric_cabling_report
-from ...cabling_tickets import cabling_tickets_open
+from ...cabling_tickets import CablingTicketsRefused, cabling_tickets_open
 
 
 class Command(BaseCommand):
@@ -36,9 +36,13 @@ class Command(BaseCommand):
         summary = CablingSummary.of(findings)
         tickets = []
         if options["open_tickets"]:
+            try:
+                opened = cabling_tickets_open(fabric, requester=None, findings=findings)
+            except CablingTicketsRefused as exc:
+                raise CommandError("; ".join(exc.errors)) from exc
             tickets = [{"kind": r.fault.kind.value, "ports": [str(p) for p in r.fault.ports], "title": r.fault.title,
                         "ticket": r.reference or None, "created": r.created, "skipped": r.skipped or None}
-                       for r in cabling_tickets_open(fabric, requester=None, findings=findings)]
+                       for r in opened]
         if options["json"]:
             self.stdout.write(json.dumps({
                 "fabric": fabric.name, "summary": summary.counts, "rail_violations": summary.rail_violations,
