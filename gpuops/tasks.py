@@ -22,8 +22,14 @@ from typing import Any
 from celery.contrib.django.task import DjangoTask
 from celery.exceptions import Retry
 from django.conf import settings
+from kombu.exceptions import OperationalError as BrokerOperationalError
 
 from .exceptions import TransientError
+
+# What publishing a message raises when the broker is unreachable: kombu re-raises the transport's connection
+# errors (redis ConnectionError, socket errors) as its OperationalError once its publish retries are spent.
+# Callers that publish after commit catch these and leave the message to their outbox sweep.
+PUBLISH_ERRORS: tuple[type[Exception], ...] = (BrokerOperationalError, OSError)
 
 
 def eager_mode() -> bool:
@@ -63,4 +69,4 @@ class BaseTask(DjangoTask):
             return exc.sig.apply(retries=(retries or 0) + 1)
 
 
-__all__ = ["BaseTask", "eager_mode"]
+__all__ = ["PUBLISH_ERRORS", "BaseTask", "eager_mode"]

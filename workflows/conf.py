@@ -38,6 +38,9 @@ DEFAULTS: dict[str, Any] = {
     "STEP_RETRY_BACKOFF_MAX_SECONDS": 300,
     # A run "running" longer than its time limit plus this grace is presumed lost with its worker.
     "REAPER_GRACE_SECONDS": 120,
+    # A queued run whose message was sent this long ago and still not claimed is sent again (lost in the broker;
+    # a duplicate is harmless, the claim is a compare-and-set). Unsent messages go out at the next sweep.
+    "STEP_REPUBLISH_AFTER_SECONDS": 60,
     # How often the ticket page polls for step progress: while steps run, and while one waits on an event.
     "UI_POLL_SECONDS": 3,
     "UI_POLL_WAITING_SECONDS": 15,
@@ -51,6 +54,7 @@ DEFAULTS: dict[str, Any] = {
 BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "workflows.reap_stuck_runs": {"task": "workflows.reap_stuck_runs", "schedule": 60.0},
     "workflows.wake_due_runs": {"task": "workflows.wake_due_runs", "schedule": 30.0},
+    "workflows.republish_unsent": {"task": "workflows.republish_unsent", "schedule": 30.0},
 }
 
 

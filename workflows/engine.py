@@ -9,12 +9,14 @@ workflows.runner's job; reading tickets is workflows.selectors'.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, Group
-from django.db import models, transaction
+from django.db import IntegrityError, models, transaction
 from django.db.models import Max
 from django.utils import timezone
 
@@ -60,6 +62,20 @@ class GuardError(WorkflowError):
     """Inputs invalid or a guard refused."""
 
 
+class IdempotencyKeyReusedError(WorkflowError):
+    """The Idempotency-Key was used before for a different request (another body, ticket or transition)."""
+
+    def __init__(self, what: str = "") -> None:
+        super().__init__("This Idempotency-Key was used for a different request"
+                         + (f" ({what})" if what else "") + "; send a new key for a new request.")
+
+
+@dataclass
+class CreateResult:
+    ticket: Ticket
+    replayed: bool = False
+
+
 @dataclass
 class TransitionResult:
     ticket: Ticket
@@ -79,11 +95,12 @@ def _actor_repr(actor: AbstractBaseUser | None) -> str:
 
 def timeline_add(*, ticket: Ticket, kind: str, message: str, actor: AbstractBaseUser | None = None,
                  body: str = "", data: Mapping[str, Any] | None = None, step_run: StepRun | None = None,
-                 at=None) -> TimelineEntry:
+                 at=None, idempotency_key: str | None = None) -> TimelineEntry:
     """Append one timeline entry."""
     return TimelineEntry.objects.create(
         ticket=ticket, at=at or timezone.now(), kind=kind, message=message[:500], body=body, data=dict(data or {}),
-        actor=actor if _actor_repr(actor) else None, actor_repr=_actor_repr(actor), step_run=step_run)
+        actor=actor if _actor_repr(actor) else None, actor_repr=_actor_repr(actor), step_run=step_run,
+        idempotency_key=idempotency_key)
 
 
 def _lock(ticket: Ticket | int) -> Ticket:
@@ -125,11 +142,13 @@ def _jsonable_inputs(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def notify_on_commit(ticket: Ticket, event: str, message: str) -> None:
-    """Send a notification about `ticket` through every configured notifier, after commit (one task each)."""
-    from .services.notifications import notifications_enqueue
+    """Send a notification about `ticket` through every configured notifier, after commit (one task each).
+    The outbox rows are written now, in the caller's transaction: a broker down at commit delays the
+    notification to the beat sweep instead of failing the caller or losing it."""
+    from .services.notifications import notifications_dispatch, notifications_record
 
-    transaction.on_commit(functools.partial(notifications_enqueue, ticket_id=ticket.pk, event=event,
-                                            message=message))
+    if ids := notifications_record(ticket=ticket, event=event, message=message):
+        transaction.on_commit(functools.partial(notifications_dispatch, outbox_ids=ids))
 
 
 # --- tickets ------------------------------------------------------------------------------------------------------
@@ -151,7 +170,7 @@ def ticket_create(*, type_: str, title: str, requester: AbstractBaseUser | None,
                   change_plan: str = "", rollback_plan: str = "", assignee: AbstractBaseUser | None = None,
                   assignee_group: Group | None = None, watchers: Iterable[AbstractBaseUser] = (),
                   links: Iterable[tuple[str, models.Model]] = (), dedup_key: str = "",
-                  start: bool = False) -> Ticket:
+                  start: bool = False, idempotency_key: str | None = None, request_digest: str = "") -> Ticket:
     """Open a ticket of workflow `type_` in its initial state.
 
     `inputs` are the workflow's create fields (e.g. the failed card's serial); node/accelerator inputs become
@@ -184,7 +203,8 @@ def ticket_create(*, type_: str, title: str, requester: AbstractBaseUser | None,
         requester=requester, assignee=assignee, assignee_group=assignee_group,
         site_id=getattr(node, "site_id", None), cluster_id=getattr(node, "cluster_id", None),
         correlation_id=new_correlation_id(), dedup_key=dedup_key, change_plan=change_plan,
-        rollback_plan=rollback_plan, data=_jsonable_inputs(values), due_at=now + wf.sla[priority])
+        rollback_plan=rollback_plan, data=_jsonable_inputs(values), due_at=now + wf.sla[priority],
+        idempotency_key=idempotency_key, request_digest=request_digest)
     if watchers:
         ticket.watchers.add(*watchers)
     for role, obj in all_links:
@@ -202,6 +222,40 @@ def ticket_create(*, type_: str, title: str, requester: AbstractBaseUser | None,
         transition_apply(ticket=ticket, name=wf.start_transition, actor=requester, system=requester is None)
         ticket.refresh_from_db()
     return ticket
+
+
+def ticket_create_once(*, idempotency_key: str, **kwargs: Any) -> CreateResult:
+    """`ticket_create` under a client's idempotency key (the API's Idempotency-Key, scoped per user).
+
+    The same key with the same request returns the ticket it opened (`replayed`), however many retries race:
+    the key is unique on Ticket, so on PostgreSQL a concurrent insert waits for the first and then fails, and
+    ticket_create's atomic block (a savepoint inside a caller's transaction) rolls back only its own work
+    before the winner is read. The same key with another request raises IdempotencyKeyReusedError.
+    """
+    kwargs["watchers"], kwargs["links"] = list(kwargs.get("watchers", ())), list(kwargs.get("links", ()))
+    digest = _request_digest({k: v for k, v in kwargs.items() if k != "requester"})
+    if (prior := _ticket_for_key(idempotency_key, digest)) is not None:
+        return CreateResult(ticket=prior, replayed=True)
+    try:
+        return CreateResult(ticket=ticket_create(idempotency_key=idempotency_key, request_digest=digest, **kwargs))
+    except IntegrityError:
+        if (prior := _ticket_for_key(idempotency_key, digest)) is None:
+            raise
+        return CreateResult(ticket=prior, replayed=True)
+
+
+def _request_digest(parts: Mapping[str, Any]) -> str:
+    def encode(value: Any) -> str:
+        return f"{value._meta.label}:{value.pk}" if isinstance(value, models.Model) else str(value)
+
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=encode).encode()).hexdigest()
+
+
+def _ticket_for_key(idempotency_key: str, digest: str) -> Ticket | None:
+    prior = Ticket.objects.filter(idempotency_key=idempotency_key).first()
+    if prior is not None and prior.request_digest != digest:
+        raise IdempotencyKeyReusedError(f"it opened {prior.reference} with another body")
+    return prior
 
 
 def _site_anchor(links: Iterable[tuple[str, models.Model]]) -> Any:
@@ -266,14 +320,12 @@ def transition_apply(*, ticket: Ticket, name: str, actor: AbstractBaseUser | Non
     except KeyError:
         raise NotAllowedError(f"{wf.label} has no transition '{name}'.") from None
     with transaction.atomic():
-        if idempotency_key:
-            prior = TransitionLog.objects.filter(idempotency_key=idempotency_key).first()
-            if prior is not None:
-                if prior.ticket_id != ticket.pk or prior.name != name:
-                    raise WorkflowError("This Idempotency-Key was used for a different request.")
-                return TransitionResult(ticket=Ticket.objects.get(pk=ticket.pk), log=prior,
-                                        runs=list(prior.runs.all()), replayed=True)
+        if idempotency_key and (replay := _transition_replay(ticket, name, idempotency_key)):
+            return replay
         locked = _lock(ticket)
+        # Asked again under the lock: a concurrent retry with the same key may have committed while we waited.
+        if idempotency_key and (replay := _transition_replay(ticket, name, idempotency_key)):
+            return replay
         if not system:
             _check_person_may_take(locked, t, actor)
         if locked.is_paused and not system and not t.allowed_when_paused:
@@ -292,6 +344,16 @@ def transition_apply(*, ticket: Ticket, name: str, actor: AbstractBaseUser | Non
             raise GuardError(errors, field_errors=field_errors)
         return _transition_commit(locked, wf, t, actor=actor, values=values, idempotency_key=idempotency_key,
                                   by_run=by_run)
+
+
+def _transition_replay(ticket: Ticket, name: str, idempotency_key: str) -> TransitionResult | None:
+    prior = TransitionLog.objects.filter(idempotency_key=idempotency_key).first()
+    if prior is None:
+        return None
+    if prior.ticket_id != ticket.pk or prior.name != name:
+        raise IdempotencyKeyReusedError()
+    return TransitionResult(ticket=Ticket.objects.get(pk=ticket.pk), log=prior, runs=list(prior.runs.all()),
+                            replayed=True)
 
 
 def change_plan_errors(ticket: Ticket, wf: Workflow, t: Transition) -> list[str]:
@@ -411,16 +473,40 @@ def approval_record(*, ticket: Ticket, actor: AbstractBaseUser, decision: str, c
 # --- comments, assignment, watching -------------------------------------------------------------------------------
 
 
+def comment_add(*, ticket: Ticket, actor: AbstractBaseUser, body: str,
+                idempotency_key: str | None = None) -> TimelineEntry:
+    """Add a comment (anyone who can see the ticket). Watchers are notified.
+
+    A repeated `idempotency_key` with the same ticket and text returns the first comment and notifies nobody
+    again; with another ticket or text it raises IdempotencyKeyReusedError. Retries of one ticket queue on its
+    row lock; a racing key on another ticket meets the unique index (get after IntegrityError).
+    """
+    try:
+        return _comment_add(ticket=ticket, actor=actor, body=body, idempotency_key=idempotency_key)
+    except IntegrityError:
+        if not idempotency_key or (prior := _comment_for_key(ticket, body, idempotency_key)) is None:
+            raise
+        return prior
+
+
+def _comment_for_key(ticket: Ticket, body: str, idempotency_key: str) -> TimelineEntry | None:
+    prior = TimelineEntry.objects.filter(idempotency_key=idempotency_key).first()
+    if prior is not None and (prior.ticket_id != ticket.pk or prior.body != body.strip()):
+        raise IdempotencyKeyReusedError("another comment")
+    return prior
+
+
 @transaction.atomic
-def comment_add(*, ticket: Ticket, actor: AbstractBaseUser, body: str) -> TimelineEntry:
-    """Add a comment (anyone who can see the ticket). Watchers are notified."""
+def _comment_add(*, ticket: Ticket, actor: AbstractBaseUser, body: str, idempotency_key: str | None) -> TimelineEntry:
     if not body.strip():
         raise GuardError("A comment needs text.", field_errors={"body": "Empty comment."})
     locked = _lock(ticket)
     if not can_view(actor, locked):
         raise ForbiddenError("You cannot see this ticket.")
+    if idempotency_key and (prior := _comment_for_key(locked, body, idempotency_key)) is not None:
+        return prior
     entry = timeline_add(ticket=locked, kind=TimelineKind.COMMENT, actor=actor, body=body.strip(),
-                         message=f"{_actor_repr(actor)} commented")
+                         message=f"{_actor_repr(actor)} commented", idempotency_key=idempotency_key)
     Ticket.objects.filter(pk=locked.pk).update(updated_at=timezone.now())
     notify_on_commit(locked, "comment", f"{_actor_repr(actor)} commented on {locked.reference}: {body[:200]}")
     return entry
@@ -551,8 +637,10 @@ def _moved_on_since(run: StepRun) -> bool:
 
 
 __all__ = [
+    "CreateResult",
     "ForbiddenError",
     "GuardError",
+    "IdempotencyKeyReusedError",
     "NotAllowedError",
     "TransitionResult",
     "WorkflowError",
@@ -568,6 +656,7 @@ __all__ = [
     "step_retry",
     "ticket_assign",
     "ticket_create",
+    "ticket_create_once",
     "ticket_pause",
     "ticket_plans_update",
     "ticket_resume",

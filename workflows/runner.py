@@ -13,7 +13,8 @@ deliveries of the same message cannot both run the step. A worker that dies mid-
 `running`: `runs_reap_stuck` (beat, `workflows.reap_stuck_runs`) requeues it once its time limit has passed,
 and its effects already done are not repeated (StepContext.effect/external). Waiting runs are requeued by
 `runs_wake_due` (beat, `workflows.wake_due_runs`) rather than by long-countdown messages, which Redis
-redelivers after its visibility timeout.
+redelivers after its visibility timeout. A message the broker refused at commit or lost is re-sent by
+`runs_republish_unsent` (beat, `workflows.republish_unsent`), the outbox sweep keyed by `StepRun.published_at`.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from gpuops.context import ChangeSource, change_context
+from gpuops.tasks import PUBLISH_ERRORS
 from integrations.exceptions import TransientError
 
 from .conf import workflows_setting
@@ -42,6 +44,9 @@ from .steps import Done, Failed, StepContext, StepOutcome, WaitForEvent
 logger = logging.getLogger(__name__)
 
 CLAIMABLE = Q(status__in=[StepStatus.PENDING, StepStatus.RETRY])
+# A run committed this recently may still have its on-commit publish under way: not yet "unsent".
+UNSENT_GRACE = dt.timedelta(seconds=10)
+REPUBLISH_BATCH = 500
 
 
 @dataclass(frozen=True)
@@ -52,12 +57,23 @@ class RetryRequest:
     error: Exception
 
 
-def run_publish(*, run_id: str, time_limit_s: int = 300) -> None:
-    """Publish the task of a run (called on commit). Its task id is the run id."""
+def run_publish(*, run_id: str, time_limit_s: int = 300) -> bool:
+    """Publish the task of a run (called on commit; its task id is the run id) and stamp `published_at`.
+
+    Never raises for an unreachable broker: the run is committed, so an error here would only turn a done write
+    into a 500 that the client retries into a duplicate. The message is re-sent by `runs_republish_unsent`.
+    Returns whether the broker took the message.
+    """
     from .tasks import step_run_task
 
-    step_run_task.apply_async(args=[run_id], task_id=run_id, soft_time_limit=time_limit_s,
-                              time_limit=time_limit_s + 30)
+    try:
+        step_run_task.apply_async(args=[run_id], task_id=run_id, soft_time_limit=time_limit_s,
+                                  time_limit=time_limit_s + 30)
+    except PUBLISH_ERRORS as exc:
+        logger.warning("step run %s: publish failed (%s); the republish sweep will send it", run_id, exc)
+        return False
+    StepRun.objects.filter(pk=run_id).update(published_at=timezone.now())
+    return True
 
 
 def _claim(run_id: str, now: dt.datetime, worker: str) -> bool:
@@ -188,9 +204,9 @@ def _take(ticket: Ticket, run: StepRun, name: str, ctx: StepContext) -> None:
 def runs_reap_stuck(*, now: dt.datetime | None = None) -> int:
     """Requeue runs whose worker is presumed lost; fail those out of attempts. Returns how many were touched.
 
-    - running past its time limit + grace: the worker died or hung (acks_late redelivery finds the run
-      claimed and leaves it, so this is what resumes it);
-    - retry or pending far past when its message was due: the message was lost (broker down at publish).
+    A run running past its time limit + grace lost its worker (died or hung; acks_late redelivery finds the run
+    claimed and leaves it, so this is what resumes it). Queued runs whose message was lost are
+    `runs_republish_unsent`'s, within a minute.
     """
     now = now or timezone.now()
     grace = dt.timedelta(seconds=workflows_setting("REAPER_GRACE_SECONDS"))
@@ -215,16 +231,32 @@ def runs_reap_stuck(*, now: dt.datetime | None = None) -> int:
                 notify_on_commit(run.ticket, "step_failed", f"{run.ticket.reference}: step '{run.step}' lost")
             else:
                 run_enqueue_on_commit(run)
-    lost = StepRun.objects.filter(
-        Q(status=StepStatus.RETRY, wake_at__lt=now - grace) | Q(status=StepStatus.PENDING, created_at__lt=now - grace),
-        ticket__is_paused=False)
-    for run in lost:
-        if (run.wake_at or run.created_at) + dt.timedelta(seconds=run.time_limit_s) + grace > now:
-            continue
-        with transaction.atomic():
-            run_enqueue_on_commit(run)
-        touched += 1
     return touched
+
+
+def runs_republish_unsent(*, now: dt.datetime | None = None) -> int:
+    """Re-send the task messages of queued runs that the broker never took or lost. Returns how many were sent.
+
+    A pending run, or a retrying run a minute past its due time, of an unpaused ticket is re-sent when its
+    message was never published (the broker was down at commit; after UNSENT_GRACE, as the on-commit publish may
+    still be under way) or was published more than STEP_REPUBLISH_AFTER_SECONDS ago and no worker claimed it
+    (lost in the broker). A duplicate message is harmless: the claim is a compare-and-set, so only one delivery
+    runs the attempt. Stops at the first refusal: the broker is still down and the next sweep tries again.
+    """
+    now = now or timezone.now()
+    after = now - dt.timedelta(seconds=workflows_setting("STEP_REPUBLISH_AFTER_SECONDS"))
+    overdue_retry = Q(status=StepStatus.RETRY) & (Q(wake_at__isnull=True) | Q(wake_at__lt=after))
+    queued = Q(status=StepStatus.PENDING) | overdue_retry
+    unsent = Q(published_at__isnull=True, created_at__lt=now - UNSENT_GRACE) | Q(published_at__lt=after)
+    runs = StepRun.objects.filter(queued, unsent, ticket__is_paused=False).order_by("created_at")
+    sent = 0
+    for run_id, time_limit_s in runs.values_list("pk", "time_limit_s")[:REPUBLISH_BATCH]:
+        if not run_publish(run_id=str(run_id), time_limit_s=time_limit_s):
+            break
+        sent += 1
+    if sent:
+        logger.info("republished %d step run message(s)", sent)
+    return sent
 
 
 def runs_wake_due(*, now: dt.datetime | None = None) -> int:
@@ -250,5 +282,5 @@ def runs_wake_for_event(key: str) -> int:
     return len(runs)
 
 
-__all__ = ["RetryRequest", "run_publish", "runs_reap_stuck", "runs_wake_due", "runs_wake_for_event",
-           "step_execute"]
+__all__ = ["RetryRequest", "run_publish", "runs_reap_stuck", "runs_republish_unsent", "runs_wake_due",
+           "runs_wake_for_event", "step_execute"]

@@ -40,6 +40,15 @@ def wake_due_runs_task() -> int:
     return runner.runs_wake_due()
 
 
+@shared_task(base=BaseTask, name="workflows.republish_unsent")
+def republish_unsent_task() -> int:
+    """Beat: the outbox sweep. Re-send step run messages the broker never took or lost, and the notifications
+    still owed (runner.runs_republish_unsent, services.notifications.notifications_flush)."""
+    from .services.notifications import notifications_flush
+
+    return runner.runs_republish_unsent() + notifications_flush()
+
+
 @shared_task(base=BaseTask, name="workflows.notify")
 def notify_task(notifier_path: str, payload: dict[str, Any]) -> None:
     """Send one notification through one notifier. TransientError is retried with backoff (BaseTask);

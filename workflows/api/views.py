@@ -1,5 +1,6 @@
 """Workflow API views. Thin: parse, call the engine, serialise. Engine refusals map onto HTTP:
-GuardError -> 400 (with field errors), ForbiddenError -> 403, NotAllowedError -> 409."""
+GuardError -> 400 (with field errors), ForbiddenError -> 403, NotAllowedError -> 409,
+IdempotencyKeyReusedError -> 422."""
 
 from __future__ import annotations
 
@@ -32,10 +33,29 @@ FILTER_PARAMETERS = [
     OpenApiParameter("q", str, description="A reference (REP-12) or words of the title."),
 ]
 IDEMPOTENCY = OpenApiParameter("Idempotency-Key", str, location=OpenApiParameter.HEADER, required=False,
-                               description="A retried request with the same key returns the first result.")
+                               description="A retried request with the same key returns the first result; the "
+                                           "same key with a different request is refused (422).")
+
+
+class IdempotencyKeyReused(exceptions.APIException):
+    """422: the Idempotency-Key was used for a different request."""
+
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+    default_detail = "This Idempotency-Key was used for a different request."
+    default_code = "idempotency_key_reused"
+
+
+def _idempotency_key(request: Request) -> str | None:
+    """The client's Idempotency-Key, scoped to the user (two users may pick the same key)."""
+    key = request.headers.get("Idempotency-Key", "").strip()
+    if len(key) > 100:  # stored with its scope in 128 characters (TransitionLog.idempotency_key)
+        raise exceptions.ValidationError({"Idempotency-Key": ["At most 100 characters."]})
+    return f"api:{request.user.pk}:{key}" if key else None
 
 
 def _raise(exc: engine.WorkflowError) -> None:
+    if isinstance(exc, engine.IdempotencyKeyReusedError):
+        raise IdempotencyKeyReused(exc.errors[0]) from exc
     if isinstance(exc, engine.ForbiddenError):
         raise exceptions.PermissionDenied(exc.errors[0]) from exc
     if isinstance(exc, engine.NotAllowedError):
@@ -77,8 +97,10 @@ class TicketViewSet(ApiViewMixin, mixins.ListModelMixin, viewsets.GenericViewSet
     def retrieve(self, request: Request, pk: str) -> Response:
         return self._detail(self._ticket(pk))
 
-    @extend_schema(request=s.TicketCreateInputSerializer, responses={201: s.TicketDetailSerializer})
+    @extend_schema(request=s.TicketCreateInputSerializer, parameters=[IDEMPOTENCY],
+                   responses={201: s.TicketDetailSerializer, 200: s.TicketDetailSerializer})
     def create(self, request: Request) -> Response:
+        """Open a ticket: 201. A retry with the same Idempotency-Key and body: 200 with the same ticket."""
         data = self._input(s.TicketCreateInputSerializer, request)
         if workflow_or_none(data["type"]) is None:
             raise exceptions.ValidationError({"type": [f"Unknown ticket type {data['type']!r}."]})
@@ -87,14 +109,19 @@ class TicketViewSet(ApiViewMixin, mixins.ListModelMixin, viewsets.GenericViewSet
             group = Group.objects.filter(name=data["assignee_group"]).first()
             if group is None:
                 raise exceptions.ValidationError({"assignee_group": [f"No group {data['assignee_group']!r}."]})
+        fields = {"type_": data["type"], "title": data["title"], "requester": request.user,
+                  "description": data["description"], "priority": data["priority"], "inputs": data["inputs"],
+                  "change_plan": data["change_plan"], "rollback_plan": data["rollback_plan"],
+                  "assignee_group": group, "start": data["start"]}
+        key = _idempotency_key(request)
         try:
-            ticket = engine.ticket_create(
-                type_=data["type"], title=data["title"], requester=request.user, description=data["description"],
-                priority=data["priority"], inputs=data["inputs"], change_plan=data["change_plan"],
-                rollback_plan=data["rollback_plan"], assignee_group=group, start=data["start"])
+            if key:
+                result = engine.ticket_create_once(idempotency_key=key, **fields)
+            else:
+                result = engine.CreateResult(ticket=engine.ticket_create(**fields))
         except engine.WorkflowError as exc:
             _raise(exc)
-        return self._detail(ticket, status.HTTP_201_CREATED)
+        return self._detail(result.ticket, status.HTTP_200_OK if result.replayed else status.HTTP_201_CREATED)
 
     @staticmethod
     def _input(serializer_class: type, request: Request) -> dict[str, Any]:
@@ -109,10 +136,9 @@ class TicketViewSet(ApiViewMixin, mixins.ListModelMixin, viewsets.GenericViewSet
         """Take a transition. Inputs are validated by the workflow; guards explain refusals."""
         ticket = self._ticket(pk)
         data = self._input(s.TransitionInputSerializer, request)
-        key = request.headers.get("Idempotency-Key")
         try:
             engine.transition_apply(ticket=ticket, name=name, actor=request.user, data=data["inputs"],
-                                    idempotency_key=f"api:{request.user.pk}:{key}" if key else None)
+                                    idempotency_key=_idempotency_key(request))
         except engine.WorkflowError as exc:
             _raise(exc)
         return self._detail(ticket)
@@ -131,16 +157,17 @@ class TicketViewSet(ApiViewMixin, mixins.ListModelMixin, viewsets.GenericViewSet
         return self._detail(ticket)
 
     @extend_schema(methods=["GET"], responses=s.TimelineItemSerializer(many=True))
-    @extend_schema(methods=["POST"], request=s.CommentInputSerializer, responses={201: s.TimelineItemSerializer(
-        many=True)})
+    @extend_schema(methods=["POST"], request=s.CommentInputSerializer, parameters=[IDEMPOTENCY],
+                   responses={201: s.TimelineItemSerializer(many=True)})
     @action(detail=True, methods=["get", "post"])
     def comments(self, request: Request, pk: str) -> Response:
-        """GET: the comments. POST: add one."""
+        """GET: the comments. POST: add one (a retry with the same Idempotency-Key adds nothing)."""
         ticket = self._ticket(pk)
         if request.method == "POST":
             data = self._input(s.CommentInputSerializer, request)
             try:
-                engine.comment_add(ticket=ticket, actor=request.user, body=data["body"])
+                engine.comment_add(ticket=ticket, actor=request.user, body=data["body"],
+                                   idempotency_key=_idempotency_key(request))
             except engine.WorkflowError as exc:
                 _raise(exc)
         items = [i for i in ticket_timeline(ticket) if i.kind == "comment"]
@@ -188,11 +215,9 @@ class TicketViewSet(ApiViewMixin, mixins.ListModelMixin, viewsets.GenericViewSet
         """Take the type's `cancel` transition with `reason`."""
         ticket = self._ticket(pk)
         data = self._input(s.ReasonInputSerializer, request)
-        key = request.headers.get("Idempotency-Key")
         try:
             engine.transition_apply(ticket=ticket, name="cancel", actor=request.user,
-                                    data={"cancel_reason": data["reason"]},
-                                    idempotency_key=f"api:{request.user.pk}:{key}" if key else None)
+                                    data={"cancel_reason": data["reason"]}, idempotency_key=_idempotency_key(request))
         except engine.WorkflowError as exc:
             _raise(exc)
         return self._detail(ticket)

@@ -49,6 +49,9 @@ class StepRun(models.Model):
     rule): the row is written in the transaction that decides to run the step, and the task is published only
     after that transaction commits, so a task never looks for a row that does not exist.
 
+    Publishing after commit never fails the request: a message the broker refused or lost is re-sent by the
+    beat task `workflows.republish_unsent` (an outbox keyed by `published_at`).
+
     A worker claims the run by compare-and-set on `status` (pending/retry, or waiting and due -> running);
     a redelivered or duplicate message finds it claimed and exits. `sequence` numbers the runs of one step on
     one ticket; with the ticket id it forms the idempotency key of the run's side effects (StepEffect), so a
@@ -77,6 +80,9 @@ class StepRun(models.Model):
     worker = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # The outbox mark: when the task message last reached the broker. Empty while it never did (broker down
+    # at commit); `runner.runs_republish_unsent` re-sends queued runs unsent, or unclaimed a minute after sending.
+    published_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
 

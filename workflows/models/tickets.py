@@ -58,6 +58,11 @@ class Ticket(models.Model):
     data = models.JSONField(default=dict, blank=True)
     approval_round = models.PositiveIntegerField(default=0, help_text="Bumped on each submit; old votes lapse.")
 
+    # The API's Idempotency-Key (scoped per user) and a digest of the request it opened the ticket with: a retry
+    # with the same key and body gets this ticket back; the same key with another body is refused.
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True, unique=True)
+    request_digest = models.CharField(max_length=64, blank=True)
+
     due_at = models.DateTimeField(null=True, blank=True, help_text="From the type's SLA for this priority.")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -177,6 +182,8 @@ class TimelineEntry(models.Model):
     data = models.JSONField(default=dict, blank=True)
     step_run = models.ForeignKey("workflows.StepRun", null=True, blank=True, on_delete=models.SET_NULL,
                                  related_name="+")
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True, unique=True,
+                                       help_text="The API's Idempotency-Key of the comment (scoped per user).")
 
     class Meta:
         ordering = ["at", "id"]
@@ -241,3 +248,27 @@ class ProcurementNeed(models.Model):
 
     def __str__(self) -> str:
         return f"{self.quantity} x {self.accelerator_model} at {self.site} ({self.status})"
+
+
+class NotificationOutbox(models.Model):
+    """A notification owed to one notifier, written in the transaction that caused it (a transactional
+    outbox). Sent after commit; when the broker is down the row stays unsent and the beat task
+    `workflows.republish_runs` sends it later, so a comment or a new ticket never fails on its notification.
+    `key` is the notification's id, shared by the rows of one event (notifiers may deduplicate on it)."""
+
+    ticket = models.ForeignKey(Ticket, on_delete=models.CASCADE, related_name="+")
+    event = models.CharField(max_length=32)
+    message = models.TextField()
+    notifier_path = models.CharField(max_length=200)
+    key = models.CharField(max_length=32)
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    error = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["sent_at", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.event} via {self.notifier_path} ({'sent' if self.sent_at else 'unsent'})"
