@@ -111,6 +111,30 @@ def restrict(queryset: QuerySet, user: AbstractBaseUser, action: str = "view") -
     return queryset.filter(condition)
 
 
+def scope_q(model: type[models.Model], user: AbstractBaseUser, action: str = "view") -> Q:
+    """Only the scope-grant part of `restrict` (no global permission, no direct grant) as a filter on `model`:
+    for rules such as "a ticket is visible to those who may see its site", where a grant on the ticket alone
+    must not reach into another site."""
+    condition = Q(pk__in=[])
+    for scope, path in SCOPE_PATHS.get(_label(model), {}).items():
+        ids = _scope_ids(user, scope, "view" if action == "view" else "change")
+        if ids:
+            condition |= Q(**{f"{path}__in" if path != "pk" else "pk__in": ids})
+    return condition
+
+
+def in_scopes(user: AbstractBaseUser, action: str, obj: models.Model) -> bool:
+    """Only the scope-grant part of `can`: whether a Site/Cluster/Tenant grant of `user` covers `obj`."""
+    if user is None or not user.is_authenticated or not user.is_active:
+        return False
+    wanted = "view" if action == "view" else "change"
+    for scope, path in SCOPE_PATHS.get(_label(type(obj)), {}).items():
+        target = _resolve(obj, path)
+        if target is not None and target in _scope_ids(user, scope, wanted):
+            return True
+    return False
+
+
 def has_any_scope(user: AbstractBaseUser, action: str = "view") -> bool:
     """Whether the user holds any scope grant (used to show the admin index to technicians)."""
     return any(_scope_ids(user, scope, action) for scope in SCOPE_MODELS)
