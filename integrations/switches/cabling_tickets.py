@@ -18,10 +18,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import Model
 
 from cmdb.models import Fabric, Link, Node
+from cmdb.permissions import can
 
 from .cabling import Finding
 from .cabling_faults import CablingFault, cabling_faults
-from .cabling_service import fabric_cabling_report, findings_filter
+from .cabling_service import fabric_cabling_report, findings_filter, findings_visible
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,11 @@ def cabling_tickets_open(fabric: Fabric, *, requester: AbstractBaseUser | None,
 
     if requester is not None and not (requester.is_superuser or requester.has_perm("workflows.add_ticket")):
         raise engine.ForbiddenError("You may not open tickets.")
+    if requester is not None and not can(requester, "change", fabric):
+        raise engine.ForbiddenError(f"Opening cabling tickets on {fabric.name} needs change rights on it.")
     findings = fabric_cabling_report(fabric) if findings is None else findings
+    if requester is not None:  # a person opens tickets only for what they may see
+        findings = findings_visible(findings, requester)
     faults = cabling_faults(findings)
     if params:
         shown = {id(f) for f in findings_filter(findings, params)}
