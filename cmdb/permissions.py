@@ -95,6 +95,11 @@ def restrict(queryset: QuerySet, user: AbstractBaseUser, action: str = "view") -
     label = _label(model)
     if user is None or not user.is_authenticated or not user.is_active:
         return queryset.none()
+    if model._meta.proxy and label not in SCOPE_PATHS:
+        # A proxy (the stock overview's Site) is scoped as its concrete model; guardian refuses the proxy's
+        # content type for the concrete model's grants.
+        concrete = model._meta.concrete_model
+        return queryset.filter(pk__in=restrict(concrete._default_manager.all(), user, action).values("pk"))
     if has_global(user, model, action):
         return queryset
     if label in CATALOG_MODELS:
