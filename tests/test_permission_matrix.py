@@ -54,8 +54,18 @@ VIEW_MODELS = {
 WRITE_BODIES = {
     "cmdb.node": {"hostname": "hijacked-node", "status": "failed"},
     "cmdb.accelerator": {"firmware_version": "hijacked", "health": "failed"},
-    "workflows.ticket": {"title": "hijacked", "body": "hijacked", "reason": "hijacked"},
+    # On a ticket route: edit fields, and (list / create pages) a repair that would drain a healthy site-B card.
+    "workflows.ticket": {
+        "title": "hijacked",
+        "body": "hijacked",
+        "reason": "hijacked",
+        "type": "repair",
+        "start": True,
+        "inputs": {"accelerator": f"{MARK}-card-0000"},
+        "accelerator": f"{MARK}-card-0000",
+    },
 }
+ECHOED = {f"{MARK}-card-0000"}  # sent in write bodies: an error repeating the caller's input is no leak
 DEFAULT_BODY = {"name": "hijacked", "description": "hijacked"}
 
 
@@ -278,7 +288,8 @@ def _body_leaks(response) -> list[str]:
     content = b"".join(response.streaming_content) if response.streaming else response.content
     text = content.decode("utf-8", "replace").lower()
     # The hyphen keeps random tokens (CSRF, hashes) and the echo of the search term itself from matching.
-    return sorted({m.group(0) for m in re.finditer(rf"{MARK}-[\w.-]+", text)})
+    found = {m.group(0) for m in re.finditer(rf"{MARK}-[\w.-]+", text)}
+    return sorted(found - ECHOED)
 
 
 def _requests(route: Route, url: str) -> list[tuple[str, dict[str, Any] | None]]:
@@ -294,7 +305,8 @@ def _send(client: Client, method: str, url: str, data: dict[str, Any] | None):
     call = getattr(client, method)
     if url.startswith("/api/"):
         return call(url, json.dumps(data or {}), content_type="application/json")
-    return call(url, data or {}) if method == "post" else call(url)
+    form = {k: v for k, v in (data or {}).items() if isinstance(v, str | int)}  # a form has no nested values
+    return call(url, form) if method == "post" else call(url)
 
 
 def test_routes_are_discovered():
