@@ -1,13 +1,19 @@
 """Who may see and move tickets.
 
-Seeing a ticket (`workflows.view_ticket`), checked through cmdb.permissions so tickets follow the same rules as
-inventory: the global permission (ops leads), a scope grant on the ticket's site or cluster (a technician of
-site A sees site A's tickets), or a direct guardian grant on the ticket, which `ticket_grants_sync` gives its
-requester, assignee, assignee group and watchers.
+Tickets follow the inventory's scopes (cmdb.permissions): groups give roles, scopes give where.
 
-Taking a transition: seeing the ticket and holding `workflows.<transition permission>` globally (through a
-group: dc-technicians, ops-leads) or on the ticket, or being its requester where the transition allows it.
-System transitions are the engine's alone. Approving: the approval permission, and never one's own ticket.
+Seeing a ticket (and commenting): the global `workflows.view_ticket` (ops leads, approvers), a scope grant on
+the ticket's site or cluster, or a global view of nodes. A direct guardian grant on the ticket - which
+`ticket_grants_sync` gives its requester, assignee, assignee group and watchers - counts only for tickets on
+no site (procurement): the dc-technicians group is every repair's assignee and must not show site B to a
+technician of site A.
+
+Taking a transition, operating automation, editing: seeing the ticket, change rights where it is (a
+`change_scope` grant there or the global permission), and `workflows.<transition permission>` globally or on
+the ticket (or being its requester where the transition allows it). System transitions are the engine's
+alone. Approving: the approval permission, and never one's own ticket.
+
+Opening a ticket: change rights on every object it will touch (`ticket_objects_check`).
 """
 
 from __future__ import annotations
