@@ -119,6 +119,7 @@ def _validation_messages(exc: ValidationError) -> list[tuple[str, str]]:
     return [("__all__", "; ".join(exc.messages))]
 
 
+@transaction.atomic  # the scope checks and the writes see the same rows
 def nodes_import_csv(data: str | bytes, *, actor=None) -> ImportResult:
     """Create or update nodes from CSV (keyed by serial). Nothing is written if any row is bad.
 
@@ -231,6 +232,7 @@ def nodes_import_csv(data: str | bytes, *, actor=None) -> ImportResult:
     return result
 
 
+@transaction.atomic  # the scope checks and the writes see the same rows
 def accelerators_import_csv(data: str | bytes, *, actor=None) -> ImportResult:
     """Create or update accelerator cards from CSV (keyed by serial). Nothing is written if any row is bad."""
     rows, errors = _read(data, ["serial", "model"])
