@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import path
@@ -168,12 +169,22 @@ class InstalledSoftwareInline(admin.TabularInline):
 
 def _status_action(status: str):
     def action(modeladmin, request, queryset):
-        changed = nodes_set_status(node_ids=queryset.values_list("pk", flat=True), status=status,
-                                   reason=f"admin bulk action by {request.user}")
+        # Per row: view-only staff and rows outside the user's change scopes are refused, nothing written.
+        if not modeladmin.rows_changeable(request, queryset):
+            modeladmin.message_user(request, "You may not change every selected node; nothing was changed.",
+                                    messages.ERROR)
+            return
+        try:
+            changed = nodes_set_status(node_ids=queryset.values_list("pk", flat=True), status=status,
+                                       reason=f"admin bulk action by {request.user}", actor=request.user)
+        except PermissionDenied as exc:
+            modeladmin.message_user(request, str(exc), messages.ERROR)
+            return
         modeladmin.message_user(request, f"{changed} node(s) marked {status}.")
 
     action.__name__ = f"mark_{status}"
-    return admin.action(description=f"Mark selected nodes {m.NodeStatus(status).label.lower()}")(action)
+    return admin.action(description=f"Mark selected nodes {m.NodeStatus(status).label.lower()}",
+                        permissions=["change"])(action)
 
 
 @admin.register(m.Node)

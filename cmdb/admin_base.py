@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.admin.utils import get_fields_from_path
 from django.contrib.contenttypes.admin import GenericTabularInline
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
@@ -38,6 +39,20 @@ class ChangeRecordInline(GenericTabularInline):
         return True
 
 
+class ScopedRelatedFieldListFilter(admin.RelatedFieldListFilter):
+    """A related-field list filter offering only the objects the user may see (the stock one lists every
+    site's rack, cluster and tenant names)."""
+
+    def field_choices(self, field, request, model_admin):
+        related = field.related_model
+        qs = related._default_manager.all()
+        if related._meta.label_lower in permissions.SCOPE_PATHS:
+            qs = permissions.restrict(qs, request.user, "view")
+        if ordering := self.field_admin_ordering(field, request, model_admin):
+            qs = qs.order_by(*ordering)
+        return [(obj.pk, str(obj)) for obj in qs]
+
+
 class ScopedAdmin(admin.ModelAdmin):
     """A ModelAdmin that sees and edits only what the user's guardian grants cover (see cmdb.permissions)."""
 
@@ -52,6 +67,25 @@ class ScopedAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request):
         return permissions.restrict(super().get_queryset(request), request.user, "view")
+
+    def get_list_filter(self, request):
+        # Every filter on a scoped relation (site, room__site, rack, cluster, tenant, fabric...) lists only
+        # what the user may see.
+        scoped = []
+        for entry in super().get_list_filter(request):
+            if isinstance(entry, str):
+                field = get_fields_from_path(self.model, entry)[-1]
+                related = getattr(field, "related_model", None)
+                if related is not None and related._meta.label_lower in permissions.SCOPE_PATHS:
+                    entry = (entry, ScopedRelatedFieldListFilter)
+            scoped.append(entry)
+        return scoped
+
+    def rows_changeable(self, request, queryset) -> bool:
+        """Whether the user may change every selected row (admin actions write them all or none)."""
+        if not self.has_change_permission(request):
+            return False
+        return all(permissions.can(request.user, "change", obj) for obj in queryset)
 
     def has_module_permission(self, request) -> bool:
         return request.user.is_active and request.user.is_staff

@@ -108,6 +108,15 @@ DATABASES = {
         conn_max_age=int(os.environ.get("DB_CONN_MAX_AGE", "60")),
     )
 }
+# A cache every process shares: the token-login throttle counts per client address across all web processes (a
+# per-process LocMem cache would allow 30/min per worker). Redis in production (CACHE_URL=redis://host:6379/1);
+# the database (a table made by migrate) on the embedded default.
+CACHE_URL = os.environ.get("CACHE_URL", "")
+if CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "gpuops_cache"}}
+
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web process read while the worker writes; the timeout rides out short write locks.
     DATABASES["default"]["OPTIONS"] = {

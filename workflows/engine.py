@@ -37,7 +37,7 @@ from .models import (
     TimelineKind,
     TransitionLog,
 )
-from .permissions import can_operate, can_take, can_view, has_ticket_perm, ticket_grants_sync
+from .permissions import can_operate, can_take, can_view, has_ticket_perm, ticket_grants_sync, ticket_objects_check
 from .registry import workflow
 
 
@@ -212,6 +212,8 @@ def ticket_create(*, type_: str, title: str, requester: AbstractBaseUser | None,
     if wf.on_create:
         wf.on_create(ticket, values)
         ticket.save(update_fields=["data", "updated_at"])
+    if refused := ticket_objects_check(requester, ticket):  # every linked object, once on_create linked them
+        raise ForbiddenError(refused)
     ticket_grants_sync(ticket)
     who = _actor_repr(requester) or "the system"
     timeline_add(ticket=ticket, kind=TimelineKind.CREATED, actor=requester,

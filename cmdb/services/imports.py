@@ -3,6 +3,10 @@
 Import is all-or-nothing: every row is validated first (model validation plus checks across rows: duplicate
 serials, U overlaps inside the file, unknown models); any error rejects the whole file with the row number,
 field and reason; otherwise all rows are written in one transaction with source "import".
+
+Each row is also checked against the actor's scopes (cmdb.permissions.can): an existing object needs change
+rights where it is and where the row puts it, a new one add rights where it will be. An import changes only
+the columns its header carries, so a partial file never blanks the rest of a node.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from django.utils import timezone
 
 from gpuops.context import ChangeSource, change_context
 
+from .. import permissions
 from ..models import (
     Accelerator,
     AcceleratorLifecycle,
@@ -94,20 +99,41 @@ class _Lookup:
         return self.cache[ck]
 
 
+def _scope_errors(actor, i: int, obj, before_ok: bool, label: str, where: str) -> list[RowError]:
+    """Per-row permission errors: `before_ok` is whether the actor may change the object as it was (True for a
+    new one); the object now carries the row's values, so `can` reads where it will be."""
+    if actor is None:  # the system (management commands, demo data)
+        return []
+    if not before_ok:
+        return [RowError(i, "serial", f"you may not change {label}: it is outside your scopes")]
+    action = "change" if obj.pk else "add"
+    if not permissions.can(actor, action, obj):
+        verb = "move" if obj.pk else "create"
+        return [RowError(i, where, f"you may not {verb} {label} there: the target is outside your scopes")]
+    return []
+
+
 def _validation_messages(exc: ValidationError) -> list[tuple[str, str]]:
     if hasattr(exc, "error_dict"):
         return [(f, "; ".join(m for e in errs for m in e.messages)) for f, errs in exc.error_dict.items()]
     return [("__all__", "; ".join(exc.messages))]
 
 
+@transaction.atomic  # the scope checks and the writes see the same rows
 def nodes_import_csv(data: str | bytes, *, actor=None) -> ImportResult:
-    """Create or update nodes from CSV (keyed by serial). Nothing is written if any row is bad."""
+    """Create or update nodes from CSV (keyed by serial). Nothing is written if any row is bad.
+
+    Only the columns in the header are written (a file of hostname,serial,server_model,site moves nodes
+    without touching their rack, cluster or dates). When a node changes site its installed cards follow,
+    each with its own change record.
+    """
     rows, errors = _read(data, ["hostname", "serial", "server_model", "site"])
     result = ImportResult(errors=errors)
     if errors:
         return result
+    columns = set(rows[0]) if rows else set()
     look = _Lookup()
-    planned: list[tuple[Node, list[Tag]]] = []
+    planned: list[tuple[Node, list[Tag], int | None]] = []
     seen_serial: dict[str, int] = {}
     seen_host: dict[str, int] = {}
     occupied: dict[tuple[int, str, int], int] = {}
@@ -126,46 +152,60 @@ def nodes_import_csv(data: str | bytes, *, actor=None) -> ImportResult:
             row_errors.append(RowError(i, "server_model", f"unknown server model {row['server_model']!r}"))
         if site is None:
             row_errors.append(RowError(i, "site", f"unknown site {row['site']!r}"))
-        rack = None
-        if row.get("rack"):
-            room_name, _, rack_name = row["rack"].rpartition("/")
-            query = {"name": rack_name, "room__site": site}
-            if room_name:
-                query["room__name"] = room_name
-            rack = look.get(Rack, f"{row['site']}:{row['rack']}", **query) if site else None
-            if rack is None:
-                row_errors.append(RowError(i, "rack", f"unknown rack {row['rack']!r} in site {row['site']!r}"))
-        cluster = look.get(Cluster, row["cluster"], name=row["cluster"]) if row.get("cluster") else None
-        if row.get("cluster") and cluster is None:
-            row_errors.append(RowError(i, "cluster", f"unknown cluster {row['cluster']!r}"))
-        tenant = look.get(Tenant, row["tenant"], slug=row["tenant"]) if row.get("tenant") else None
-        if row.get("tenant") and tenant is None:
-            row_errors.append(RowError(i, "tenant", f"unknown tenant {row['tenant']!r}"))
+        values: dict[str, Any] | None = {"hostname": hostname, "server_model": model, "site": site}
+        if "rack" in columns:
+            rack = None
+            if row["rack"]:
+                room_name, _, rack_name = row["rack"].rpartition("/")
+                query = {"name": rack_name, "room__site": site}
+                if room_name:
+                    query["room__name"] = room_name
+                rack = look.get(Rack, f"{row['site']}:{row['rack']}", **query) if site else None
+                if rack is None:
+                    row_errors.append(RowError(i, "rack", f"unknown rack {row['rack']!r} in site {row['site']!r}"))
+            values["rack"] = rack
+        if "cluster" in columns:
+            cluster = look.get(Cluster, row["cluster"], name=row["cluster"]) if row["cluster"] else None
+            if row["cluster"] and cluster is None:
+                row_errors.append(RowError(i, "cluster", f"unknown cluster {row['cluster']!r}"))
+            values["cluster"] = cluster
+        if "tenant" in columns:
+            tenant = look.get(Tenant, row["tenant"], slug=row["tenant"]) if row["tenant"] else None
+            if row["tenant"] and tenant is None:
+                row_errors.append(RowError(i, "tenant", f"unknown tenant {row['tenant']!r}"))
+            values["tenant"] = tenant
         node = Node.objects.filter(serial=serial).first() or Node(serial=serial)
+        old_site_id = node.site_id if node.pk else None
+        # Checked before the row touches the object: may the actor change it where it is now?
+        before_ok = node.pk is None or actor is None or permissions.can(actor, "change", node)
         try:
-            position = int(row["position"]) if row.get("position") else None
-            values = {
-                "hostname": hostname, "asset_tag": row.get("asset_tag", ""), "server_model": model, "site": site,
-                "rack": rack, "position": position, "face": row.get("face") or "front",
-                "status": row.get("status") or node.status or "planned", "role": row.get("role") or "compute",
-                "cluster": cluster, "tenant": tenant, "bmc_address": row.get("bmc_address") or None,
-                "po_number": row.get("po_number", ""), "supplier": row.get("supplier", ""),
-                "purchase_date": _date(row.get("purchase_date", "")),
-                "warranty_end": _date(row.get("warranty_end", "")),
-            }
+            for name in ("asset_tag", "po_number", "supplier"):
+                if name in columns:
+                    values[name] = row[name]
+            if "position" in columns:
+                values["position"] = int(row["position"]) if row["position"] else None
+            for name, default in (("face", "front"), ("status", node.status or "planned"), ("role", "compute")):
+                if name in columns:
+                    values[name] = row[name] or default
+            if "bmc_address" in columns:
+                values["bmc_address"] = row["bmc_address"] or None
+            for name in ("purchase_date", "warranty_end"):
+                if name in columns:
+                    values[name] = _date(row[name])
         except ValueError as exc:
             row_errors.append(RowError(i, "position/date", str(exc)))
             values = None
         if values and model and site and not row_errors:
             for k, v in values.items():
                 setattr(node, k, v)
+            row_errors.extend(_scope_errors(actor, i, node, before_ok, f"node {serial}", "site"))
             try:
                 node.full_clean(validate_unique=True)
             except ValidationError as exc:
                 row_errors.extend(RowError(i, f, m) for f, m in _validation_messages(exc))
-            if rack and position:
-                for u in range(position, position + model.u_height):
-                    key = (rack.pk, node.face, u)
+            if node.rack_id and node.position:
+                for u in range(node.position, node.position + model.u_height):
+                    key = (node.rack_id, node.face, u)
                     if key in occupied:
                         row_errors.append(RowError(i, "position", f"U{u} overlaps row {occupied[key]}"))
                         break
@@ -173,20 +213,26 @@ def nodes_import_csv(data: str | bytes, *, actor=None) -> ImportResult:
         tags = [Tag(slug=t.strip()) for t in row.get("tags", "").split(";") if t.strip()]
         result.errors.extend(row_errors)
         if not row_errors:
-            planned.append((node, tags))
+            planned.append((node, tags, old_site_id))
     if result.errors:
         return result
     with change_context(actor=actor, source=ChangeSource.IMPORT), transaction.atomic():
-        for node, tags in planned:
+        for node, tags, old_site_id in planned:
             created = node.pk is None
             node.save()
             if tags:
                 node.tags.set([Tag.objects.get_or_create(slug=t.slug)[0] for t in tags])
+            if old_site_id is not None and old_site_id != node.site_id:
+                # The cards go where their node goes; one save each so each move has its change record.
+                for card in Accelerator.objects.filter(node=node).exclude(site_id=node.site_id):
+                    card.site_id = node.site_id
+                    card.save()
             result.created += created
             result.updated += not created
     return result
 
 
+@transaction.atomic  # the scope checks and the writes see the same rows
 def accelerators_import_csv(data: str | bytes, *, actor=None) -> ImportResult:
     """Create or update accelerator cards from CSV (keyed by serial). Nothing is written if any row is bad."""
     rows, errors = _read(data, ["serial", "model"])
@@ -218,6 +264,7 @@ def accelerators_import_csv(data: str | bytes, *, actor=None) -> ImportResult:
             if location is None:
                 row_errors.append(RowError(i, "stock_location", f"unknown stock location {row['stock_location']!r}"))
         card = Accelerator.objects.filter(serial=serial).first() or Accelerator(serial=serial)
+        before_ok = card.pk is None or actor is None or permissions.can(actor, "change", card)
         try:
             slot = int(row["slot_index"]) if row.get("slot_index") else None
             purchase, warranty = _date(row.get("purchase_date", "")), _date(row.get("warranty_end", ""))
@@ -238,6 +285,8 @@ def accelerators_import_csv(data: str | bytes, *, actor=None) -> ImportResult:
             card.firmware_version = row.get("firmware_version", "")
             card.po_number, card.supplier = row.get("po_number", ""), row.get("supplier", "")
             card.purchase_date, card.warranty_end = purchase, warranty
+            where = "node" if node else "stock_location"
+            row_errors.extend(_scope_errors(actor, i, card, before_ok, f"card {serial}", where))
             try:
                 card.full_clean(validate_unique=True, validate_constraints=True)
             except ValidationError as exc:

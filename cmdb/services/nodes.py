@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from django.core.exceptions import ValidationError
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import F
 
+from .. import permissions
 from ..models.nodes import Node, NodeStatus
 from .changelog import records_for_bulk, records_write
 
 
 @transaction.atomic
 def nodes_set_status(*, nodes: Iterable[Node] | None = None, node_ids: Iterable[int] | None = None,
-                     status: str, reason: str = "") -> int:
+                     status: str, reason: str = "", actor: AbstractBaseUser | None = None) -> int:
     """Set the lifecycle status of many nodes at once: one UPDATE and one bulk INSERT of change records.
 
     Returns how many nodes changed. Nodes already in `status` are left alone (no record).
@@ -22,6 +24,10 @@ def nodes_set_status(*, nodes: Iterable[Node] | None = None, node_ids: Iterable[
     if status not in NodeStatus.values:
         raise ValidationError({"status": f"Unknown node status {status!r}."})
     ids = [n.pk for n in nodes] if nodes is not None else list(node_ids or [])
+    if actor is not None:  # a person (admin bulk action): every node, or none (steps act as the system)
+        allowed = permissions.restrict(Node.objects.filter(pk__in=ids), actor, "change").count()
+        if allowed != len(set(ids)):
+            raise PermissionDenied(f"You may not change {len(set(ids)) - allowed} of the selected nodes.")
     locked = list(Node.objects.select_for_update().filter(pk__in=ids).exclude(status=status))
     if not locked:
         return 0

@@ -16,10 +16,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from cmdb.models import Fabric
+from cmdb.permissions import can, restrict
 
 from .cabling import CablingSummary, Finding, FindingKind
 from .cabling_faults import FaultKind
-from .cabling_service import fabric_cabling_report, findings_filter
+from .cabling_service import fabric_cabling_report, findings_filter, findings_visible
 from .cabling_tickets import CablingTicketsForbidden, CablingTicketsRefused, FaultTicket, cabling_tickets_open
 
 __all__ = ["KIND_CHOICES", "KIND_FILTERS", "FabricCablingTicketsView", "FabricCablingView", "summary_dict"]
@@ -121,9 +122,9 @@ class FabricCablingView(APIView):
     @extend_schema(operation_id="fabric_cabling_report", parameters=FILTERS, responses=CablingReportSerializer,
                    tags=["switches"])
     def get(self, request: Request, pk: int) -> Response:
-        fabric = get_object_or_404(Fabric, pk=pk)
+        fabric = get_object_or_404(restrict(Fabric.objects.all(), request.user, "view"), pk=pk)
         _kind_checked(request.query_params)
-        findings = fabric_cabling_report(fabric)
+        findings = findings_visible(fabric_cabling_report(fabric), request.user)
         shown = findings_filter(findings, request.query_params)
         return Response(CablingReportSerializer({
             "fabric": fabric.name, "fabric_id": fabric.pk, "summary": summary_dict(findings), "count": len(shown),
@@ -154,7 +155,9 @@ class FabricCablingTicketsView(APIView):
     @extend_schema(operation_id="fabric_cabling_tickets", request=None, parameters=FILTERS, tags=["switches"],
                    responses={201: CablingTicketsSerializer, 200: CablingTicketsSerializer})
     def post(self, request: Request, pk: int) -> Response:
-        fabric = get_object_or_404(Fabric, pk=pk)
+        fabric = get_object_or_404(restrict(Fabric.objects.all(), request.user, "view"), pk=pk)
+        if not can(request.user, "change", fabric):
+            raise exceptions.PermissionDenied("Opening cabling tickets needs change rights on the fabric.")
         # The report's filters narrow which faults get a ticket: from the query string or the body.
         body = request.data if isinstance(request.data, Mapping) else {}
         params = {k: request.query_params.get(k) or str(body.get(k) or "") for k in ("kind", "switch", "node")}

@@ -16,8 +16,9 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from cmdb.models import Fabric, Link, NicPort, Switch, SwitchPort
+from cmdb.models import Fabric, Link, NicPort, Node, Switch, SwitchPort
 from cmdb.models.network import LinkStatus
+from cmdb.permissions import restrict
 from cmdb.services.changelog import records_for_bulk, records_write
 from gpuops.context import ChangeSource, change_context
 
@@ -192,3 +193,22 @@ def findings_filter(findings: Iterable[Finding], params: Mapping[str, Any]) -> l
             continue
         out.append(f)
     return out
+
+
+def _finding_devices(f: Finding) -> set[str]:
+    ends = (f.expected, f.found, f.swap_partner, f.elsewhere)
+    return {f.switch, *(e.device for e in ends if e is not None)}
+
+
+def findings_visible(findings: Iterable[Finding], user) -> list[Finding]:
+    """The findings every CMDB switch and node of which `user` may see (a fabric of site A can have a cable into
+    a site-B device: that finding names it, so it is left out). Names the CMDB does not know (an unknown LLDP
+    neighbour) are observations, not inventory, and do not hide a finding. Two queries per model."""
+    findings = list(findings)
+    names = set().union(*(_finding_devices(f) for f in findings)) if findings else set()
+    known = set(Switch.objects.filter(name__in=names).values_list("name", flat=True))
+    known |= set(Node.objects.filter(hostname__in=names).values_list("hostname", flat=True))
+    seen = set(restrict(Switch.objects.filter(name__in=known), user, "view").values_list("name", flat=True))
+    seen |= set(restrict(Node.objects.filter(hostname__in=known), user, "view").values_list("hostname", flat=True))
+    hidden = known - seen
+    return [f for f in findings if not (_finding_devices(f) & hidden)]

@@ -18,10 +18,11 @@ from typing import Any, Protocol
 from django.contrib.auth.models import AbstractBaseUser
 
 from cmdb.models import Fabric
+from cmdb.permissions import can
 
 from .cabling import Finding
 from .cabling_faults import CablingFault, cabling_faults
-from .cabling_service import fabric_cabling_report, findings_filter
+from .cabling_service import fabric_cabling_report, findings_filter, findings_visible
 
 
 @dataclass(frozen=True)
@@ -64,8 +65,9 @@ class CablingTicketDesk(Protocol):
         """One ticket per fault, each in its own savepoint (see cabling_tickets_open)."""
         ...
 
-    def open_by_port(self) -> Mapping[str, Any]:
-        """The open cabling tickets by port ("switch:port"); each has reference, title, get_absolute_url()."""
+    def open_by_port(self, user: AbstractBaseUser | None = None) -> Mapping[str, Any]:
+        """The open cabling tickets by port ("switch:port"); each has reference, title, get_absolute_url().
+        With `user`, only those that person may see."""
         ...
 
 
@@ -82,9 +84,10 @@ def cabling_tickets_may_open(user: AbstractBaseUser) -> bool:
     return _desk is not None and _desk.may_open(user)
 
 
-def cabling_tickets_by_port() -> Mapping[str, Any]:
-    """The open cabling tickets by port, for the cabling page (none without a desk)."""
-    return _desk.open_by_port() if _desk is not None else {}
+def cabling_tickets_by_port(user: AbstractBaseUser | None = None) -> Mapping[str, Any]:
+    """The open cabling tickets by port, for the cabling page (none without a desk); with `user`, only the
+    tickets that person may see."""
+    return _desk.open_by_port(user) if _desk is not None else {}
 
 
 def cabling_tickets_open(
@@ -108,7 +111,11 @@ def cabling_tickets_open(
     # Checked before the report is computed: a refusal costs nothing and does not depend on the findings.
     if requester is not None and not desk.may_open(requester):
         raise CablingTicketsForbidden("You may not open tickets.")
+    if requester is not None and not can(requester, "change", fabric):
+        raise CablingTicketsForbidden(f"Opening cabling tickets on {fabric.name} needs change rights on it.")
     findings = fabric_cabling_report(fabric) if findings is None else findings
+    if requester is not None:  # a person opens tickets only for what they may see
+        findings = findings_visible(findings, requester)
     faults = cabling_faults(findings)
     if params:
         shown = {id(f) for f in findings_filter(findings, params)}

@@ -16,11 +16,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from cmdb.models import Fabric
+from cmdb.permissions import can, restrict
 
 from .api import KIND_FILTERS, summary_dict
 from .cabling import FindingKind
 from .cabling_faults import cabling_faults
-from .cabling_service import fabric_cabling_report, findings_filter
+from .cabling_service import fabric_cabling_report, findings_filter, findings_visible
 from .cabling_tickets import (
     CablingTicketsRefused,
     cabling_tickets_by_port,
@@ -35,7 +36,7 @@ TONES = {"ok": "done", "missing": "waiting", "miswired": "rejected", "unexpected
 
 @login_required
 def fabric_list(request: HttpRequest) -> HttpResponse:
-    fabrics = (Fabric.objects.select_related("site")
+    fabrics = (restrict(Fabric.objects.select_related("site"), request.user, "view")
                .annotate(switch_count=Count("switches", distinct=True), link_count=Count("links", distinct=True),
                          mismatch_count=Count("links", filter=Q(links__status="mismatch"), distinct=True))
                .order_by("name"))
@@ -54,20 +55,20 @@ def _filters(params: Mapping[str, str]) -> dict[str, str]:
 
 @login_required
 def fabric_cabling(request: HttpRequest, pk: int) -> HttpResponse:
-    fabric = get_object_or_404(Fabric.objects.select_related("site"), pk=pk)
-    findings = fabric_cabling_report(fabric)
+    fabric = get_object_or_404(restrict(Fabric.objects.select_related("site"), request.user, "view"), pk=pk)
+    findings = findings_visible(fabric_cabling_report(fabric), request.user)
     filters = _filters(request.GET)
     shown = findings_filter(findings, filters)
     summary = summary_dict(findings)
     kinds = [(k.value, k.value.replace("_", " "), summary[k.value], TONES[k.value]) for k in FindingKind]
     shown_ids = {id(f) for f in shown}
     faults = [fault for fault in cabling_faults(findings) if any(id(f) in shown_ids for f in fault.findings)]
-    tickets = cabling_tickets_by_port()  # the findings someone is already re-cabling
+    tickets = cabling_tickets_by_port(request.user)  # the findings someone is already re-cabling, that they may see
     rows = [{"f": f, "tone": TONES[f.kind.value], "ticket": tickets.get(f"{f.switch}:{f.port}")} for f in shown]
     return render(request, "switches/fabric_cabling.html", {
         "fabric": fabric, "rows": rows, "summary": summary,
         "kinds": kinds, "filters": filters, "total": len(findings), "fault_count": len(faults),
-        "can_open_tickets": cabling_tickets_may_open(request.user),
+        "can_open_tickets": cabling_tickets_may_open(request.user) and can(request.user, "change", fabric),
     })
 
 
@@ -75,9 +76,9 @@ def fabric_cabling(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def fabric_cabling_tickets(request: HttpRequest, pk: int) -> HttpResponse:
     """Open a cabling repair ticket per fault among the findings the page's filters show (POST, CSRF)."""
-    fabric = get_object_or_404(Fabric, pk=pk)
-    if not cabling_tickets_may_open(request.user):
-        raise PermissionDenied("You may not open tickets.")
+    fabric = get_object_or_404(restrict(Fabric.objects.all(), request.user, "view"), pk=pk)
+    if not (cabling_tickets_may_open(request.user) and can(request.user, "change", fabric)):
+        raise PermissionDenied("Opening cabling tickets needs change rights on the fabric.")
     filters = _filters(request.POST)
     try:
         results = cabling_tickets_open(fabric, requester=request.user, params=filters)

@@ -90,15 +90,23 @@ def groups(db) -> dict[str, Group]:
 
 @pytest.fixture
 def lead(groups):
+    """An ops lead: every ticket; opening one still needs change rights where it acts (here site 'sh9')."""
+    from cmdb.permissions import grant_scope
+
     user = UserFactory(username="lead", email="lead@example.com")
     user.groups.add(groups["ops-leads"])
+    grant_scope(scope_obj=SiteFactory(code="sh9"), perms=["change_scope"], users=[user])
     return user
 
 
 @pytest.fixture
 def tech(groups):
+    """A dc-technicians member working at site 'sh9' (the group gives the role, the scope grant the place)."""
+    from cmdb.permissions import grant_scope
+
     user = UserFactory(username="tech", email="tech@example.com")
     user.groups.add(groups["dc-technicians"])
+    grant_scope(scope_obj=SiteFactory(code="sh9"), perms=["change_scope"], users=[user])
     return user
 
 

@@ -121,12 +121,14 @@ def test_rejection_needs_a_reason_and_resets_the_round(wf, fleet, tech, approver
 
 
 def test_users_without_the_approval_permission_cannot_approve(wf, fleet, tech, lead, groups):
+    from cmdb.permissions import grant_scope
     from tests.factories.cmdb import UserFactory
 
     ticket = open_decommission(wf, fleet, tech)
     take(wf, ticket, "submit", tech)
     other_tech = UserFactory(username="tech2")
     other_tech.groups.add(groups["dc-technicians"])
+    grant_scope(scope_obj=fleet.site, perms=["change_scope"], users=[other_tech])  # sees it, may not approve
     with pytest.raises(ForbiddenError, match="decommission_approve"):
         approve(wf, ticket, other_tech)
     approve(wf, ticket, lead)  # ops leads may approve

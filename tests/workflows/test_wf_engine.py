@@ -280,7 +280,8 @@ def test_starting_on_create_needs_the_start_permission(wf, fleet, groups):
     from workflows.engine import ticket_create
 
     clerk = UserFactory(username="clerk")
-    clerk.user_permissions.add(*Permission.objects.filter(codename__in=["add_ticket", "view_accelerator"]))
+    clerk.user_permissions.add(*Permission.objects.filter(codename__in=[
+        "add_ticket", "view_accelerator", "change_accelerator", "view_node", "change_node"]))
     with pytest.raises(ForbiddenError, match=r"workflows\.repair_start"):
         ticket_create(type_="repair", title="x", requester=clerk, inputs={"accelerator": fleet.failed.serial},
                       start=True)

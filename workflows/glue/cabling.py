@@ -27,6 +27,7 @@ from integrations.switches.cabling_tickets import (
 from .. import engine
 from ..definitions import cabling as cabling_wf  # by module: tests replace its lookups
 from ..models import LinkRole, Ticket, TicketPriority
+from ..permissions import can_view
 
 
 def _description(fabric: Fabric, fault: CablingFault, planned: Sequence[Link]) -> str:
@@ -106,8 +107,11 @@ class CablingTicketDesk:
         except engine.WorkflowError as exc:
             raise CablingTicketsRefused(exc.errors) from exc
 
-    def open_by_port(self) -> Mapping[str, Any]:
-        return cabling_wf.open_tickets_by_port()
+    def open_by_port(self, user: AbstractBaseUser | None = None) -> Mapping[str, Any]:
+        tickets = cabling_wf.open_tickets_by_port()
+        if user is None:
+            return tickets
+        return {port: t for port, t in tickets.items() if can_view(user, t)}
 
 
 def register() -> None:

@@ -2,9 +2,10 @@
 
 - ops-leads: see every ticket, take every transition (including force-resume), approve changes, operate
   automation, reassign; read the CMDB objects tickets link to.
-- dc-technicians: open tickets, take the hands-on transitions of repairs and decommissions, operate
-  automation. They see the tickets assigned to their group (guardian grant) and those of sites/clusters they
-  hold a scope grant on.
+- dc-technicians: a role, not a place: open tickets, take the hands-on transitions of repairs and
+  decommissions, operate automation - wherever a scope grant (cmdb.permissions.grant_scope on a site or
+  cluster) lets them. The group holds no global view or change of scoped CMDB models, so a site-A technician
+  sees and moves nothing of site B.
 - change-approvers: see every ticket and approve (or reject) change tickets.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 from django.contrib.auth.models import Group, Permission
 from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
+from django.db.models import Q
 
 from ..conf import workflows_setting
 from ..models import Ticket
@@ -45,8 +47,22 @@ def groups_bootstrap() -> dict[str, Group]:
     group_permissions_set(approvers, APPROVER_PERMISSIONS)
     cmdb_read = Permission.objects.filter(content_type__app_label="cmdb", codename__in=CMDB_READ)
     leads.permissions.add(*cmdb_read)
-    techs.permissions.add(*cmdb_read.filter(codename__in=["view_node", "view_accelerator"]))
+    # Groups give roles, scopes give where: drop any global grant on scoped models (an older bootstrap gave
+    # view_node / view_accelerator, which showed every site to every technician).
+    techs.permissions.remove(*_scoped_model_permissions())
     return {g.name: g for g in (leads, techs, approvers)}
+
+
+def _scoped_model_permissions() -> list[Permission]:
+    from cmdb.permissions import SCOPE_PATHS
+
+    wanted = Q()
+    for label in SCOPE_PATHS:
+        app_label, model = label.split(".")
+        wanted |= Q(content_type__app_label=app_label, content_type__model=model)
+    # Transition rights (repair_swap, ...) stay: they are the role. Only row-wide view/change/delete go.
+    rows = Q(codename__startswith="view_") | Q(codename__startswith="change_") | Q(codename__startswith="delete_")
+    return list(Permission.objects.filter(wanted, rows))
 
 
 def permission_codenames() -> list[str]:

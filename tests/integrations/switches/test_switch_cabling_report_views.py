@@ -156,7 +156,7 @@ def test_api_tickets_follow_the_report_filters_and_need_the_permission(fabric, a
 
     outsider = APIClient()
     outsider.force_authenticate(get_user_model().objects.create_user("nobody", "n@example.com", "pw"))
-    assert outsider.post(url).status_code == 403
+    assert outsider.post(url).status_code == 404  # no grant on the fabric's site: not even its existence
     assert Ticket.objects.filter(type="cabling").count() == 1
 
 
@@ -181,7 +181,10 @@ def test_cabling_page_button_opens_tickets(fabric, client, user, django_capture_
 
 
 def test_cabling_page_button_only_for_who_may_open_tickets(fabric, client):
+    from cmdb.permissions import grant_scope
+
     viewer = get_user_model().objects.create_user("viewer", "v@example.com", "pw")
+    grant_scope(scope_obj=fabric.site, perms=["view_scope"], users=[viewer])
     client.force_login(viewer)
     page = client.get(f"/fabrics/{fabric.pk}/cabling/")
     assert page.status_code == 200 and "Open repair tickets" not in page.content.decode()
@@ -311,3 +314,62 @@ def test_a_double_click_gets_the_twin_not_an_error(fabric, api, monkeypatch, dja
     assert response.status_code == 200
     assert response.json() == {"created": [], "existing": [twin], "skipped": []}
     assert (Ticket.objects.count(), TicketLink.objects.count(), TimelineEntry.objects.count()) == counts
+
+
+@pytest.fixture
+def site_b_tech(db, fabric):
+    """A dc-technicians member with add_ticket and a change grant on another site only."""
+    from cmdb.models import Site
+    from cmdb.permissions import grant_scope
+    from workflows.services.bootstrap import groups_bootstrap
+
+    tech = get_user_model().objects.create_user("tech-elsewhere", "t@example.com", "pw")
+    tech.groups.add(groups_bootstrap()["dc-technicians"])
+    grant_scope(scope_obj=Site.objects.create(code="elsewhere", name="Elsewhere"), perms=["change_scope"],
+                users=[tech])
+    return tech
+
+
+def test_cabling_report_and_pages_are_scoped_to_the_fabrics_site(fabric, client, site_b_tech):
+    api = APIClient()
+    api.force_authenticate(site_b_tech)
+    assert api.get(f"/api/integrations/switches/fabrics/{fabric.pk}/cabling/").status_code == 404
+    client.force_login(site_b_tech)
+    assert client.get(f"/fabrics/{fabric.pk}/cabling/").status_code == 404
+    listing = client.get("/fabrics/")
+    assert listing.status_code == 200 and FABRIC not in listing.content.decode()
+
+
+def test_cabling_tickets_action_needs_change_rights_on_the_fabric(fabric, client, site_b_tech):
+    from cmdb.permissions import grant_scope
+    from workflows.models import Ticket
+
+    api = APIClient()
+    api.force_authenticate(site_b_tech)
+    url = f"/api/integrations/switches/fabrics/{fabric.pk}/cabling/tickets/"
+    assert api.post(url).status_code == 404
+    grant_scope(scope_obj=fabric.site, perms=["view_scope"], users=[site_b_tech])  # sees it, may not change it
+    assert api.get(f"/api/integrations/switches/fabrics/{fabric.pk}/cabling/").status_code == 200
+    assert api.post(url).status_code == 403
+    client.force_login(site_b_tech)
+    assert client.post(f"/fabrics/{fabric.pk}/cabling/tickets/").status_code == 403
+    assert not Ticket.objects.filter(type="cabling").exists()
+
+
+def test_findings_naming_devices_the_user_cannot_see_are_left_out(fabric, site_b_tech):
+    from cmdb.models import Node
+    from cmdb.permissions import grant_scope
+    from integrations.switches.cabling_service import fabric_cabling_report, findings_visible
+
+    grant_scope(scope_obj=fabric.site, perms=["view_scope"], users=[site_b_tech])
+    findings = fabric_cabling_report(fabric)
+    assert len(findings_visible(findings, site_b_tech)) == len(findings)
+    # One of the fabric's nodes moves to a site the user cannot see: its findings go from their report.
+    from cmdb.models import Site
+
+    hidden_site = Site.objects.create(code="hidden", name="Hidden")
+    node = Node.objects.filter(nics__ports__link__fabric=fabric).order_by("hostname").first()
+    Node.objects.filter(pk=node.pk).update(site=hidden_site, rack=None, position=None)
+    shown = findings_visible(findings, site_b_tech)
+    assert len(shown) < len(findings)
+    assert all(node.hostname not in {f.switch, *(e.device for e in (f.expected, f.found) if e)} for f in shown)

@@ -6,7 +6,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from cmdb.hooks import AcceleratorFailure
-from cmdb.models import Accelerator, HealthEvent
+from cmdb.models import Accelerator, HealthEvent, Site
+from cmdb.permissions import grant_scope
 from gpuops.context import ChangeSource, change_context
 from workflows.services.bootstrap import groups_bootstrap
 from workflows.services.health import on_accelerator_failed
@@ -39,6 +40,9 @@ class Command(BaseCommand):
                     user.set_password(password)
                     user.save()
                 user.groups.add(groups[group])
+                if group == "dc-technicians":  # the group is the role; the demo technician works at every site
+                    for site in Site.objects.all():
+                        grant_scope(scope_obj=site, perms=["change_scope"], users=[user])
                 self.stdout.write(f"user {username} ({group}){' created' if created else ''}")
         if open_repairs:
             opened = 0
