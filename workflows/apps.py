@@ -12,19 +12,27 @@ class WorkflowsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from cmdb.hooks import register_accelerator_failed
-        from cmdb.permissions import register_scope
+        from cmdb.holds import hold_overridden_register, hold_provider_register
+        from cmdb.hooks import register_accelerator_failed, register_schedulability_changed
+        from cmdb.permissions import register_scope, register_workflow_scope
         from inventory_agents.signals import report_received
 
         from . import definitions, registry
         from .models import Ticket
         from .services.health import on_accelerator_failed, on_node_reported
+        from .services.holds import node_holders, on_hold_overridden, on_schedulability_changed, workflow_scope
 
         for wf in definitions.ALL:
             registry.register(wf)
         # Site and cluster technicians see the tickets of their site/cluster, as they see its inventory.
         register_scope(Ticket, {"site": "site_id", "cluster": "cluster_id"})
         register_accelerator_failed(on_accelerator_failed)
+        # The CMDB's guarded writers: who holds a node, what a step may touch, who hears of an override, and
+        # the scheduler glue for cordons made outside a step.
+        hold_provider_register(node_holders)
+        register_workflow_scope(workflow_scope)
+        hold_overridden_register(on_hold_overridden)
+        register_schedulability_changed(on_schedulability_changed)
         report_received.connect(on_node_reported, dispatch_uid="workflows_wake_on_report")
         post_migrate.connect(_permissions_after_migrate, sender=self, dispatch_uid="workflows_transition_perms")
         _beat_schedule_defaults()

@@ -20,6 +20,7 @@ from gpuops.api.exceptions import Conflict, _as_field_errors
 from gpuops.api.validation import Errors, add_error
 from gpuops.api.writers import ModelWriter, Row, RowErrors, has_row_version
 
+from ..holds import holds_check
 from ..models import (
     Accelerator,
     AcceleratorLifecycle,
@@ -32,6 +33,7 @@ from ..models import (
 )
 from ..services.accelerators import accelerator_place, placement_build
 from ..services.changelog import records_for_bulk, records_write
+from ..services.nodes import node_cordon, node_uncordon, nodes_set_status
 
 CONSTRAINT_MESSAGES = {
     "node_cordon_needs_reason": "A cordoned node needs a cordon_reason.",
@@ -207,6 +209,14 @@ class AcceleratorWriter(CmdbWriter):
 # --- racked devices ----------------------------------------------------------------------------------------------
 
 _DEVICE_LOCATION = {"rack", "position", "face", "site", "server_model", "u_height"}
+# Written only by cmdb.services.nodes (permission, holds, change record, scheduler): never by the generic save.
+_NODE_SERVICE_FIELDS = ("status", "is_cordoned", "cordon_reason")
+
+
+def override_requested(request: Any) -> bool:
+    """`?override_hold=1` (or `?force=1`): the caller asks to force a change on a held node."""
+    params = getattr(request, "query_params", None) or {}
+    return any(str(params.get(name, "")).lower() in ("1", "true", "yes") for name in ("override_hold", "force"))
 
 
 class DeviceWriter(CmdbWriter):
@@ -272,6 +282,52 @@ class DeviceWriter(CmdbWriter):
             super().save_one(row)
         except ValueError as exc:  # rack_occupancy_set: lost a race for the units
             raise RowErrors({row.index: {"position": [str(exc)]}}) from exc
+
+    def update(self, rows: Sequence[Row], *, bulk: bool) -> list[Model]:
+        if self.model is not Node:
+            return super().update(rows, bulk=bulk)
+        override = override_requested(self.request)
+        # A held node is not moved either (the services below check holds for status and cordon).
+        moving = [r.instance for r in rows if _DEVICE_LOCATION & r.changed]
+        if moving:
+            holds_check([n.pk for n in moving], what="move", override=override,
+                        labels={n.pk: n.hostname for n in moving})
+        # Take status and cordon out of the generic write: back to their stored values, applied by the services.
+        asked: dict[int, dict[str, Any]] = {}
+        for row in rows:
+            wanted = {name: row.data.pop(name) for name in _NODE_SERVICE_FIELDS if name in row.data}
+            if wanted:
+                asked[row.index] = wanted
+                for name in wanted:
+                    setattr(row.instance, name, (row.before or {}).get(name, getattr(row.instance, name)))
+        # Rows left with nothing else to write skip the generic write (one version bump per change, not two).
+        others = [r for r in rows if r.data or r.m2m or r.touched]
+        if others:
+            super().update(others, bulk=bulk)
+        if asked:
+            self._node_services(rows, asked, override=override)
+        return [r.instance for r in rows]
+
+    @staticmethod
+    def _node_services(rows: Sequence[Row], asked: dict[int, dict[str, Any]], *, override: bool) -> None:
+        """Apply the requested status (one call per distinct status) and cordon changes through the services."""
+        by_status: dict[str, list[int]] = {}
+        for row in rows:
+            wanted = asked.get(row.index, {})
+            node = row.instance
+            if "status" in wanted and wanted["status"] != node.status:
+                by_status.setdefault(wanted["status"], []).append(node.pk)
+        for status, ids in by_status.items():
+            nodes_set_status(node_ids=ids, status=status, reason="set through the API", override_hold=override)
+        for row in rows:
+            wanted = asked.get(row.index, {})
+            node = row.instance
+            cordon = wanted.get("is_cordoned", node.is_cordoned)
+            reason = wanted.get("cordon_reason", node.cordon_reason)
+            if cordon and (not node.is_cordoned or reason != node.cordon_reason):
+                node_cordon(node=node, reason=reason, override_hold=override)
+            elif not cordon and node.is_cordoned:
+                node_uncordon(node=node, override_hold=override)
 
     def _sync_units(self, rows: Sequence[Row]) -> None:
         moving = [r.instance for r in self._moving(rows)]
