@@ -51,8 +51,10 @@ class HeldError(Exception):
         self.held_by = first.ticket_ref
         name = (labels or {}).get(first_id) or f"node {first_id}"
         more = f" (and {len(self.holders) - 1} more held nodes)" if len(self.holders) > 1 else ""
-        self.message = (f"Cannot {what} {name}: it is held by {first.ticket_ref} ({first.kind}){more}. "
-                        f"Let {first.ticket_ref} finish, or override the hold with the override_hold permission.")
+        self.message = (
+            f"Cannot {what} {name}: it is held by {first.ticket_ref} ({first.kind}){more}. "
+            f"Let {first.ticket_ref} finish, or override the hold with the override_hold permission."
+        )
         self.extra = {"held_by": self.held_by, "held_kind": first.kind}
         super().__init__(self.message)
 
@@ -100,8 +102,12 @@ def holds_for(*, node_ids: Iterable[int]) -> dict[int, list[Holder]]:
 
 
 def may_override(actor: Any) -> bool:
-    return bool(actor is not None and getattr(actor, "is_authenticated", False) and actor.is_active
-                and actor.has_perm(OVERRIDE_PERMISSION))
+    return bool(
+        actor is not None
+        and getattr(actor, "is_authenticated", False)
+        and actor.is_active
+        and actor.has_perm(OVERRIDE_PERMISSION)
+    )
 
 
 def holds_blocking(node_ids: Iterable[int], *, withdraws: bool = False) -> dict[int, Holder]:
@@ -120,8 +126,14 @@ def holds_blocking(node_ids: Iterable[int], *, withdraws: bool = False) -> dict[
     return blocking
 
 
-def holds_check(node_ids: Iterable[int], *, what: str, withdraws: bool = False, override: bool = False,
-                labels: Mapping[int, str] | None = None) -> list[HoldOverride]:
+def holds_check(
+    node_ids: Iterable[int],
+    *,
+    what: str,
+    withdraws: bool = False,
+    override: bool = False,
+    labels: Mapping[int, str] | None = None,
+) -> list[HoldOverride]:
     """Refuse (HeldError) a change of `node_ids` that another open change holds; see the module docstring.
 
     `withdraws`: the change takes the nodes further out of service (drain, cordon, maintenance).
@@ -136,8 +148,17 @@ def holds_check(node_ids: Iterable[int], *, what: str, withdraws: bool = False, 
         raise HeldError(blocking, what=what, labels=labels)
     if not may_override(ctx.user):
         raise PermissionDenied(f"Overriding a hold needs the {OVERRIDE_PERMISSION} permission.")
-    done = [HoldOverride(holder=h, node_id=n, node_label=(labels or {}).get(n) or f"node {n}", what=what,
-                         actor=ctx.user, source=ctx.source) for n, h in blocking.items()]
+    done = [
+        HoldOverride(
+            holder=h,
+            node_id=n,
+            node_label=(labels or {}).get(n) or f"node {n}",
+            what=what,
+            actor=ctx.user,
+            source=ctx.source,
+        )
+        for n, h in blocking.items()
+    ]
     for item in done:
         for receiver in list(_override_receivers):
             receiver(item)

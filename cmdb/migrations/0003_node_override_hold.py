@@ -4,14 +4,16 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('cmdb', '0002_stock_ledger'),
+        ("cmdb", "0002_stock_ledger"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='node',
-            options={'ordering': ['hostname'], 'permissions': [('override_hold', "Can override a ticket's hold on a node")]},
+            name="node",
+            options={
+                "ordering": ["hostname"],
+                "permissions": [("override_hold", "Can override a ticket's hold on a node")],
+            },
         ),
     ]

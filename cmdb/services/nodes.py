@@ -23,8 +23,9 @@ from ..permissions import can, workflow_may_change
 from .changelog import records_for_bulk, records_write
 
 # Statuses that take a node out of service: a workflow may move a node held by another change into these.
-WITHDRAWN_STATUSES = frozenset({NodeStatus.DRAINING, NodeStatus.MAINTENANCE, NodeStatus.FAILED, NodeStatus.RMA,
-                                NodeStatus.DECOMMISSIONED})
+WITHDRAWN_STATUSES = frozenset(
+    {NodeStatus.DRAINING, NodeStatus.MAINTENANCE, NodeStatus.FAILED, NodeStatus.RMA, NodeStatus.DECOMMISSIONED}
+)
 
 
 def nodes_check_change(nodes: Sequence[Node]) -> None:
@@ -52,8 +53,13 @@ def nodes_check_change(nodes: Sequence[Node]) -> None:
 
 def _guard(nodes: Sequence[Node], *, what: str, withdraws: bool, override: bool) -> None:
     nodes_check_change(nodes)
-    holds_check([n.pk for n in nodes], what=what, withdraws=withdraws, override=override,
-                labels={n.pk: n.hostname for n in nodes})
+    holds_check(
+        [n.pk for n in nodes],
+        what=what,
+        withdraws=withdraws,
+        override=override,
+        labels={n.pk: n.hostname for n in nodes},
+    )
 
 
 def _notify(nodes: Sequence[Node], *, cordoned: bool, notify_scheduler: bool | None) -> None:
@@ -68,8 +74,14 @@ def _notify(nodes: Sequence[Node], *, cordoned: bool, notify_scheduler: bool | N
 
 
 @transaction.atomic
-def nodes_set_status(*, nodes: Iterable[Node] | None = None, node_ids: Iterable[int] | None = None,
-                     status: str, reason: str = "", override_hold: bool = False) -> int:
+def nodes_set_status(
+    *,
+    nodes: Iterable[Node] | None = None,
+    node_ids: Iterable[int] | None = None,
+    status: str,
+    reason: str = "",
+    override_hold: bool = False,
+) -> int:
     """Set the lifecycle status of many nodes at once: one UPDATE and one bulk INSERT of change records.
 
     Returns how many nodes changed. Nodes already in `status` are left alone (no record). Raises
@@ -91,8 +103,7 @@ def nodes_set_status(*, nodes: Iterable[Node] | None = None, node_ids: Iterable[
 
 
 @transaction.atomic
-def node_cordon(*, node: Node, reason: str, override_hold: bool = False,
-                notify_scheduler: bool | None = None) -> Node:
+def node_cordon(*, node: Node, reason: str, override_hold: bool = False, notify_scheduler: bool | None = None) -> Node:
     """Mark a node unschedulable. A manual cordon needs a reason (the database refuses one without).
 
     `notify_scheduler`: drain it in its scheduler on commit; by default unless a workflow step does it itself.

@@ -2,6 +2,9 @@
 the API or the admin; an override needs the permission, is recorded on the ticket and pauses it; the repair's
 own steps still resume the node; cordons from the API reach the scheduler."""
 
+# The workflow fixtures are imported into this module; their names are test parameters here too.
+# ruff: noqa: F811
+
 from __future__ import annotations
 
 import pytest
@@ -84,8 +87,9 @@ def test_api_uncordon_of_a_node_held_by_a_repair_is_409_naming_the_ticket(wf, fl
     assert wf.scheduler.calls["resume"] == 0
 
 
-@pytest.mark.parametrize("body", [{"status": "active"}, {"is_cordoned": False}, {"status": "active",
-                                                                                 "is_cordoned": False}])
+@pytest.mark.parametrize(
+    "body", [{"status": "active"}, {"is_cordoned": False}, {"status": "active", "is_cordoned": False}]
+)
 def test_api_patch_back_to_service_on_a_held_node_is_409_and_writes_nothing(wf, fleet, repair, ops, body):
     before = _node_row(fleet.node)
     records = m.ChangeRecord.objects.count()
@@ -119,8 +123,9 @@ def test_api_override_without_the_permission_is_403(fleet, repair, ops):
 
 def test_api_override_is_recorded_on_the_ticket_which_pauses(wf, fleet, repair, forcer):
     with wf.committing():
-        response = _client(forcer).patch(NODE_URL.format(fleet.node.pk) + "?force=1",
-                                         {"status": "active", "is_cordoned": False}, format="json")
+        response = _client(forcer).patch(
+            NODE_URL.format(fleet.node.pk) + "?force=1", {"status": "active", "is_cordoned": False}, format="json"
+        )
     assert response.status_code == 200, response.content
     node = m.Node.objects.get(pk=fleet.node.pk)
     assert node.status == "active" and not node.is_cordoned
@@ -135,8 +140,7 @@ def test_api_override_is_recorded_on_the_ticket_which_pauses(wf, fleet, repair, 
 
 def test_api_cordon_and_uncordon_reach_the_scheduler_once_each(wf, fleet, ops):
     with wf.committing():
-        response = _client(ops).post(NODE_URL.format(fleet.node.pk) + "cordon/", {"reason": "bad fan"},
-                                     format="json")
+        response = _client(ops).post(NODE_URL.format(fleet.node.pk) + "cordon/", {"reason": "bad fan"}, format="json")
     assert response.status_code == 200, response.content
     assert wf.scheduler.log == [("drain", fleet.node.hostname, "bad fan")]
     with wf.committing():
@@ -181,8 +185,10 @@ def test_a_person_without_scope_on_the_node_is_refused_by_the_writer(db):
 
 def test_a_workflow_step_may_only_touch_nodes_linked_to_its_ticket(fleet, repair):
     other = NodeFactory(site=fleet.site, hostname="sh9-other")
-    with change_context(source=ChangeSource.WORKFLOW, correlation_id=repair.correlation_id), \
-            pytest.raises(PermissionDenied):
+    with (
+        change_context(source=ChangeSource.WORKFLOW, correlation_id=repair.correlation_id),
+        pytest.raises(PermissionDenied),
+    ):
         node_cordon(node=other, reason=f"{repair.reference}: not its node")
     assert not m.Node.objects.get(pk=other.pk).is_cordoned
 
@@ -193,8 +199,9 @@ def test_a_workflow_step_may_only_touch_nodes_linked_to_its_ticket(fleet, repair
 def test_admin_bulk_mark_active_on_a_held_node_shows_an_error_and_writes_nothing(client, fleet, repair, ops):
     client.force_login(ops)
     before = _node_row(fleet.node)
-    response = client.post("/admin/cmdb/node/", {"action": "mark_active", "_selected_action": [fleet.node.pk]},
-                           follow=True)
+    response = client.post(
+        "/admin/cmdb/node/", {"action": "mark_active", "_selected_action": [fleet.node.pk]}, follow=True
+    )
     assert response.status_code == 200
     shown = [str(msg) for msg in response.context["messages"]]
     assert any(repair.reference in msg and "held" in msg for msg in shown), shown

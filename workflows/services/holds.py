@@ -30,8 +30,12 @@ _HOLDING_TYPES = ("provisioning",)
 
 
 def _ticket_holder(ticket: Ticket) -> Holder:
-    return Holder(ticket_ref=ticket.reference, ticket_id=ticket.pk, kind=ticket.type,
-                  correlation_ids=frozenset({ticket.correlation_id}))
+    return Holder(
+        ticket_ref=ticket.reference,
+        ticket_id=ticket.pk,
+        kind=ticket.type,
+        correlation_ids=frozenset({ticket.correlation_id}),
+    )
 
 
 def node_holders(node_ids: list[int]) -> dict[int, list[Holder]]:
@@ -47,18 +51,28 @@ def node_holders(node_ids: list[int]) -> dict[int, list[Holder]]:
         if all(h.ticket_id != ticket.pk for h in out.get(node_id, [])):
             out.setdefault(node_id, []).append(_ticket_holder(ticket))
 
-    links = (TicketLink.objects.filter(node_id__in=node_ids, role=LinkRole.SUBJECT, ticket__is_open=True)
-             .filter(Q(ticket__type="repair", ticket__state__in=HOLDS_NODE) | Q(ticket__type__in=_HOLDING_TYPES))
-             .select_related("ticket").order_by("ticket_id"))
+    links = (
+        TicketLink.objects.filter(node_id__in=node_ids, role=LinkRole.SUBJECT, ticket__is_open=True)
+        .filter(Q(ticket__type="repair", ticket__state__in=HOLDS_NODE) | Q(ticket__type__in=_HOLDING_TYPES))
+        .select_related("ticket")
+        .order_by("ticket_id")
+    )
     for link in links:
         add(link.node_id, link.ticket)
     for ticket in Ticket.objects.filter(type="decommission", is_open=True, data__node_id__in=node_ids):
         add(int(ticket.data["node_id"]), ticket)
     # A cabling ticket holds the nodes its drain touched (see cabling.drained_by), until it closes.
     wanted = set(node_ids)
-    effects = (StepEffect.objects.filter(ticket__type="cabling", ticket__is_open=True, key__contains=":node:",
-                                         name__in=("scheduler_drain", "cmdb_drain"))
-               .select_related("ticket").order_by("ticket_id", "at"))
+    effects = (
+        StepEffect.objects.filter(
+            ticket__type="cabling",
+            ticket__is_open=True,
+            key__contains=":node:",
+            name__in=("scheduler_drain", "cmdb_drain"),
+        )
+        .select_related("ticket")
+        .order_by("ticket_id", "at")
+    )
     for effect in effects:
         node_id = int(effect.key.rsplit(":node:", 1)[1])
         if node_id in wanted:
@@ -68,20 +82,27 @@ def node_holders(node_ids: list[int]) -> dict[int, list[Holder]]:
     if locks:
         # A lock's own changes carry its ticket's correlation id, or its rollout's / provisioning run's.
         keys = {lock.owner_key for lock in locks}
-        correlation = {r.lock_key: r.correlation_id
-                       for r in Rollout.objects.filter(pk__in=_key_ids(keys, "rollout"))}
-        correlation |= {r.lock_key: r.correlation_id
-                        for r in ProvisioningRun.objects.filter(pk__in=_key_ids(keys, "provisioning"))}
+        correlation = {r.lock_key: r.correlation_id for r in Rollout.objects.filter(pk__in=_key_ids(keys, "rollout"))}
+        correlation |= {
+            r.lock_key: r.correlation_id for r in ProvisioningRun.objects.filter(pk__in=_key_ids(keys, "provisioning"))
+        }
         for lock in locks:
             ids = {correlation.get(lock.owner_key, "")} | ({lock.ticket.correlation_id} if lock.ticket else set())
-            holder = Holder(ticket_ref=lock.owner_label, ticket_id=lock.ticket_id,
-                            kind=lock.owner_key.split(":", 1)[0], correlation_ids=frozenset(ids - {""}))
+            holder = Holder(
+                ticket_ref=lock.owner_label,
+                ticket_id=lock.ticket_id,
+                kind=lock.owner_key.split(":", 1)[0],
+                correlation_ids=frozenset(ids - {""}),
+            )
             if all(h.ticket_id != lock.ticket_id or lock.ticket_id is None for h in out.get(lock.node_id, [])):
                 out.setdefault(lock.node_id, []).append(holder)
             else:  # the lock's ticket holds the node already: one holder, knowing both correlation ids
                 out[lock.node_id] = [
                     Holder(h.ticket_ref, h.ticket_id, h.kind, h.correlation_ids | holder.correlation_ids)
-                    if h.ticket_id == lock.ticket_id else h for h in out[lock.node_id]]
+                    if h.ticket_id == lock.ticket_id
+                    else h
+                    for h in out[lock.node_id]
+                ]
     return out
 
 
@@ -111,8 +132,9 @@ def workflow_scope(correlation_id: str, node_ids: list[int]) -> set[int] | None:
         allowed |= {int(n) for n in [data.get("node_id"), *data.get("node_ids", [])] if n}
     allowed |= set(NodeLock.objects.filter(locks, node_id__in=node_ids).values_list("node_id", flat=True))
     if rollouts:
-        allowed |= set(NodeRun.objects.filter(rollout_id__in=rollouts, node_id__in=node_ids)
-                       .values_list("node_id", flat=True))
+        allowed |= set(
+            NodeRun.objects.filter(rollout_id__in=rollouts, node_id__in=node_ids).values_list("node_id", flat=True)
+        )
     return allowed & set(node_ids)
 
 
@@ -135,9 +157,14 @@ def on_hold_overridden(override: HoldOverride) -> None:
     if ticket.is_open and not ticket.is_paused:
         ticket.is_paused = True
         ticket.save(update_fields=["is_paused", "updated_at"])
-        timeline_add(ticket=ticket, kind=TimelineKind.OPERATOR, actor=override.actor, message="Paused",
-                     body=f"Paused because its hold on {override.node_label} was overridden; resume it when the "
-                          f"node is where this ticket expects it.")
+        timeline_add(
+            ticket=ticket,
+            kind=TimelineKind.OPERATOR,
+            actor=override.actor,
+            message="Paused",
+            body=f"Paused because its hold on {override.node_label} was overridden; resume it when the "
+            f"node is where this ticket expects it.",
+        )
 
 
 def on_schedulability_changed(change: SchedulabilityChange) -> None:
