@@ -21,7 +21,7 @@ from gpuops.context import ChangeSource, change_context
 
 from .. import models as m
 from .accelerators import placement_build
-from .changelog import records_for_bulk, records_write
+from .changelog import records_for_bulk, records_write, tracked_update
 
 Progress = Callable[[str, int], None]  # (what, how many more done)
 
@@ -322,9 +322,9 @@ def _load_group(group: Group, spec: SiteSpec, progress: Progress, small: bool) -
         for card in failed:
             card.health, card.health_detail, card.health_changed_at = "failed", "XID 79: GPU has fallen off the bus" \
                 if vendor.slug == "nvidia" else "Health Critical (error code 0x80E18401)", now
-            m.Accelerator.objects.filter(pk=card.pk).update(
-                health=card.health, health_detail=card.health_detail, health_changed_at=now)
-            m.Node.objects.filter(pk=card.node_id).update(health="failed")
+            tracked_update(m.Accelerator.objects.filter(pk=card.pk), reason="demo data", health=card.health,
+                           health_detail=card.health_detail, health_changed_at=now)
+            tracked_update(m.Node.objects.filter(pk=card.node_id), reason="demo data", health="failed")
             kind, code = ("xid", "79") if vendor.slug == "nvidia" else ("vendor_health", "critical")
             m.HealthEvent.objects.create(
                 node_id=card.node_id, accelerator=card, kind=kind, code=code, severity="critical",

@@ -12,7 +12,6 @@ from collections.abc import Iterable, Sequence
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.db.models import F
 
 from gpuops.context import ChangeSource, current_context
 
@@ -20,7 +19,7 @@ from ..holds import holds_check
 from ..hooks import SchedulabilityChange, schedulability_changed
 from ..models.nodes import Node, NodeStatus
 from ..permissions import can, workflow_may_change
-from .changelog import records_for_bulk, records_write
+from .changelog import tracked_update
 
 # Statuses that take a node out of service: a workflow may move a node held by another change into these.
 WITHDRAWN_STATUSES = frozenset(
@@ -94,11 +93,7 @@ def nodes_set_status(
     if not locked:
         return 0
     _guard(locked, what=f"set status {status} on", withdraws=status in WITHDRAWN_STATUSES, override=override_hold)
-    befores = [(n.snapshot(), n) for n in locked]
-    for n in locked:
-        n.status = status
-    Node.objects.filter(pk__in=[n.pk for n in locked]).update(status=status, version=F("version") + 1)
-    records_write(records_for_bulk(updated=befores, reason=reason))
+    tracked_update(Node.objects.all(), objs=locked, status=status, reason=reason)
     return len(locked)
 
 
