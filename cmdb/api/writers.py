@@ -183,7 +183,8 @@ class AcceleratorWriter(CmdbWriter):
         requested_lifecycle = card.lifecycle
         try:
             moved = accelerator_place(accelerator=card, kind=kind, node=card.node, slot_index=card.slot_index,
-                                      pci_bus_id=card.pci_bus_id, stock_location=card.stock_location)
+                                      pci_bus_id=card.pci_bus_id, stock_location=card.stock_location,
+                                      override_hold=override_requested(self.request))
         except DjangoValidationError as exc:
             raise RowErrors({row.index: _as_field_errors(exc)}) from exc
         for name, value in other.items():
@@ -194,6 +195,11 @@ class AcceleratorWriter(CmdbWriter):
         row.instance = moved
 
     def update(self, rows: Sequence[Row], *, bulk: bool) -> list[Model]:
+        if bulk:  # single moves are checked by accelerator_place
+            moving = [r for r in rows if getattr(r, "kind", None) is not None]
+            touched = {n for r in moving for n in ((r.before or {}).get("node_id"), r.instance.node_id) if n}
+            if touched:
+                holds_check(touched, what="move cards in or out of", override=override_requested(self.request))
         objs = super().update(rows, bulk=bulk)
         if bulk:
             moved = [r.instance for r in rows if getattr(r, "kind", None) is not None]

@@ -33,7 +33,17 @@ from tests.workflows.helpers import open_by_hook, take, ticket_fresh
 from workflows.models import TimelineEntry
 
 NODE_URL = "/api/cmdb/nodes/{}/"
-VIEW = ["view_node", "view_site", "view_rack", "view_cluster", "view_tenant", "view_servermodel"]
+PERMS = [
+    "view_node",
+    "view_accelerator",
+    "change_accelerator",
+    "view_stocklocation",
+    "view_site",
+    "view_rack",
+    "view_cluster",
+    "view_tenant",
+    "view_servermodel",
+]
 
 
 def _client(user) -> APIClient:
@@ -47,7 +57,7 @@ def _client(user) -> APIClient:
 def ops(db):
     """A site operator with change rights on every node, but not the override permission."""
     user = UserFactory(username="ops", is_staff=True)
-    user.user_permissions.add(*Permission.objects.filter(codename__in=[*VIEW, "change_node"]))
+    user.user_permissions.add(*Permission.objects.filter(codename__in=[*PERMS, "change_node"]))
     return user
 
 
@@ -55,7 +65,7 @@ def ops(db):
 def forcer(db):
     """An ops lead who may override holds."""
     user = UserFactory(username="forcer", is_staff=True)
-    user.user_permissions.add(*Permission.objects.filter(codename__in=[*VIEW, "change_node", "override_hold"]))
+    user.user_permissions.add(*Permission.objects.filter(codename__in=[*PERMS, "change_node", "override_hold"]))
     return user
 
 
@@ -246,3 +256,28 @@ def test_admin_form_override_is_recorded_and_pauses_the_ticket(wf, client, fleet
     record = m.ChangeRecord.objects.filter(object_id=node.pk, source="admin").latest("id")
     assert record.actor == forcer
     assert wf.scheduler.calls["resume"] == 1
+
+
+# --- card placement ----------------------------------------------------------------------------------------------
+
+
+def test_api_cannot_take_a_card_out_of_a_node_held_by_a_repair(fleet, repair, ops):
+    card = fleet.cards[0]
+    response = _client(ops).patch(
+        f"/api/cmdb/accelerators/{card.pk}/", {"stock_location": fleet.warehouse.pk}, format="json"
+    )
+    assert response.status_code == 409, response.content
+    assert response.json()["error"]["held_by"] == repair.reference
+    card.refresh_from_db()
+    assert card.node_id == fleet.node.pk and card.placements.filter(ended_at__isnull=True).count() <= 1
+
+
+def test_api_bulk_move_of_a_card_in_a_held_node_is_409_and_moves_nothing(fleet, repair, ops):
+    spare = fleet.spare("SP-BULK")
+    rows = [
+        {"id": spare.pk, "stock_location": fleet.warehouse.pk},
+        {"id": fleet.cards[1].pk, "stock_location": fleet.warehouse.pk},
+    ]
+    response = _client(ops).patch("/api/cmdb/accelerators/", rows, format="json")
+    assert response.status_code == 409, response.content
+    assert m.Accelerator.objects.get(pk=fleet.cards[1].pk).node_id == fleet.node.pk
