@@ -129,3 +129,25 @@ def node_schedulability_set(*, node: Node, is_cordoned: bool, reason: str = "", 
     if is_cordoned:
         return node_cordon(node=node, reason=reason, override_hold=override_hold)
     return node_uncordon(node=node, override_hold=override_hold)
+
+
+@transaction.atomic
+def node_cluster_clear(*, node: Node, override_hold: bool = False) -> Node:
+    """Take a node out of its cluster in the CMDB (the scheduler side is the adapter's)."""
+    locked = Node.objects.select_for_update().get(pk=node.pk)
+    if locked.cluster_id is not None:
+        _guard([locked], what="take out of its cluster", withdraws=True, override=override_hold)
+        locked.cluster = None
+        locked.save(update_fields=["cluster", "updated_at", "version"])
+    return locked
+
+
+@transaction.atomic
+def node_unrack(*, node: Node, override_hold: bool = False) -> Node:
+    """Clear a node's rack and position; its RackUnit rows follow (cmdb signal), freeing the U space."""
+    locked = Node.objects.select_for_update().get(pk=node.pk)
+    if locked.rack_id is not None or locked.position is not None:
+        _guard([locked], what="unrack", withdraws=False, override=override_hold)
+        locked.rack, locked.position = None, None
+        locked.save(update_fields=["rack", "position", "updated_at", "version"])
+    return locked

@@ -189,3 +189,21 @@ def spares_summary(*, site: Site | None = None) -> list[dict]:
          "spare_ratio_percent": round(100 * r["in_stock"] / r["installed"], 2) if r["installed"] else None}
         for r in rows
     ]
+
+
+@transaction.atomic
+def accelerator_receive(*, model: AcceleratorModel, serial: str, location: StockLocation, reason: str,
+                        ticket_ref: str, key: str, template: Accelerator | None = None) -> Accelerator:
+    """A card we never had arrives (an RMA replacement): create it in transit, then put it into stock with a
+    ledger row of kind rma_back. Idempotent by `key` and by serial (a retry finds the card it created)."""
+    existing = Accelerator.objects.filter(serial=serial).first()
+    if existing is not None:
+        if existing.lifecycle == AcceleratorLifecycle.IN_STOCK and existing.stock_location_id == location.pk:
+            return existing
+        raise ValidationError({"serial": f"Serial {serial} is already in the CMDB ({existing.lifecycle})."})
+    card = Accelerator.objects.create(
+        model=model, serial=serial, lifecycle=AcceleratorLifecycle.IN_TRANSIT, health="unknown", site=location.site,
+        supplier=template.supplier if template else "", po_number=template.po_number if template else "",
+        warranty_end=template.warranty_end if template else None)
+    return accelerator_to_stock(accelerator=card, location=location, kind=MovementKind.RMA_BACK, reason=reason,
+                                ticket_ref=ticket_ref, key=key)
