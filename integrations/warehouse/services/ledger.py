@@ -32,7 +32,6 @@ from cmdb.models import (
     PartItemStatus,
     PartModel,
     PlacementKind,
-    ReservationStatus,
     Site,
     StockLocation,
     StockLocationKind,
@@ -40,6 +39,7 @@ from cmdb.models import (
 )
 from cmdb.services.accelerators import accelerator_place, placement_build
 from cmdb.services.changelog import records_for_bulk, records_write
+from cmdb.services.stock import card_lock, card_not_reserved, reason_require
 from gpuops.context import current_context
 
 
@@ -79,9 +79,8 @@ def _sub_key(key: str | None, suffix: str) -> str | None:
     return f"{key}:{suffix}" if key else None
 
 
-def _require_reason(reason: str) -> None:
-    if not reason.strip():
-        raise ValidationError({"reason": "Say why (it is kept on the ledger)."})
+# The movement rules (a reason, the card locked, no moving a card reserved for another) are cmdb's, shared.
+_require_reason = reason_require
 
 
 # --- derived quantities -------------------------------------------------------------------------------------
@@ -160,15 +159,8 @@ def accelerators_receive(*, cards: Sequence[CardReceipt], location: StockLocatio
     return new
 
 
-def _card_locked(card: Accelerator) -> Accelerator:
-    return Accelerator.objects.select_for_update().get(pk=card.pk)
-
-
-def _not_reserved(card: Accelerator, allow_reserved_for: str = "") -> None:
-    active = card.reservations.filter(status=ReservationStatus.ACTIVE).exclude(reserved_for=allow_reserved_for or "-")
-    holder = active.values_list("reserved_for", flat=True).first()
-    if holder:
-        raise ValidationError({"accelerator": f"{card} is reserved for {holder}; release the reservation first."})
+_card_locked = card_lock
+_not_reserved = card_not_reserved
 
 
 @transaction.atomic
