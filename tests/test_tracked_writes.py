@@ -136,3 +136,42 @@ def test_the_scan_finds_what_it_must():
     resolved = [{m.__name__ for m in _root_model(c.func.value, by_name, by_accessor, assigned)} for c in calls]
     assert resolved[0] == {"Node"} and resolved[1] == {"Accelerator"}
     assert "AcceleratorPlacement" in resolved[2]  # allowed: placements are not tracked
+
+
+PLACEMENT_WRITER = REPO / "cmdb" / "services" / "accelerators.py"
+PLACEMENT_WRITES = {"create", "bulk_create", "update", "bulk_update", "delete", "save", "get_or_create"}
+
+
+def test_placement_history_is_written_only_by_the_accelerator_service():
+    """AcceleratorPlacement rows (a card's story) are written by cmdb.services.accelerators only (accelerator_place,
+    placements_write); API batches, imports, ingestion and the warehouse call it."""
+    by_name, by_accessor = _models()
+    placement = by_name["AcceleratorPlacement"]
+    found = []
+    for package in SCANNED:
+        for path in sorted((REPO / package).rglob("*.py")):
+            if "migrations" in path.parts or path == PLACEMENT_WRITER:
+                continue
+            tree = ast.parse(path.read_text(), filename=str(path))
+            for func in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]:
+                assigned = {
+                    s.targets[0].id: s.value
+                    for s in ast.walk(func)
+                    if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+                }
+                for call in ast.walk(func):
+                    if not (
+                        isinstance(call, ast.Call)
+                        and isinstance(call.func, ast.Attribute)
+                        and call.func.attr in PLACEMENT_WRITES
+                    ):
+                        continue
+                    receiver = call.func.value
+                    built = (
+                        isinstance(receiver, ast.Call)
+                        and isinstance(receiver.func, ast.Name)
+                        and receiver.func.id == "placement_build"
+                    )
+                    if built or _root_model(receiver, by_name, by_accessor, assigned) == {placement}:
+                        found.append(f"{path.relative_to(REPO)}:{call.lineno} {call.func.attr}()")
+    assert not found, "Write placements through cmdb.services.accelerators.placements_write:\n" + "\n".join(found)

@@ -24,14 +24,13 @@ from ..holds import holds_check
 from ..models import (
     Accelerator,
     AcceleratorLifecycle,
-    AcceleratorPlacement,
     Node,
     PlacementKind,
     RackUnit,
     Switch,
     TrackedModel,
 )
-from ..services.accelerators import accelerator_place, placement_build
+from ..services.accelerators import accelerator_place, placement_build, placements_write
 from ..services.changelog import records_for_bulk, records_write
 from ..services.nodes import node_cordon, node_uncordon, nodes_set_status
 
@@ -165,9 +164,8 @@ class AcceleratorWriter(CmdbWriter):
     def create(self, rows: Sequence[Row], *, bulk: bool) -> list[Model]:
         objs = super().create(rows, bulk=bulk)
         now = timezone.now()
-        AcceleratorPlacement.objects.bulk_create(
-            [placement_build(accelerator=card, note="created through the API", at=now) for card in objs],
-            batch_size=self.batch_size)
+        placements_write(opened=[placement_build(accelerator=card, note="created through the API", at=now)
+                                 for card in objs], at=now, batch_size=self.batch_size)
         return objs
 
     def save_one(self, row: Row) -> None:
@@ -205,10 +203,9 @@ class AcceleratorWriter(CmdbWriter):
             moved = [r.instance for r in rows if getattr(r, "kind", None) is not None]
             if moved:
                 now = timezone.now()
-                AcceleratorPlacement.objects.filter(accelerator__in=moved, ended_at__isnull=True).update(ended_at=now)
-                AcceleratorPlacement.objects.bulk_create(
-                    [placement_build(accelerator=card, note="moved through the API", at=now) for card in moved],
-                    batch_size=self.batch_size)
+                placements_write(close_ids=[card.pk for card in moved], at=now, batch_size=self.batch_size,
+                                 opened=[placement_build(accelerator=card, note="moved through the API", at=now)
+                                         for card in moved])
         return objs
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -97,9 +99,23 @@ def accelerator_place(
     card.lifecycle = _LIFECYCLE_FOR[PlacementKind(kind)]
     card.is_missing = False
     card.save()
-    AcceleratorPlacement.objects.filter(accelerator=card, ended_at__isnull=True).update(ended_at=now)
-    placement_build(accelerator=card, note=note, at=now).save()
+    placements_write(close_ids=[card.pk], opened=[placement_build(accelerator=card, note=note, at=now)], at=now)
     return card
+
+
+def placements_write(*, close_ids: Iterable[int] = (), opened: Sequence[AcceleratorPlacement] = (), at=None,
+                     batch_size: int | None = None) -> None:
+    """The one writer of placement history, for one card or a bulk path (API batches, imports, ingestion, the
+    warehouse): close the open placement of the cards in `close_ids` at `at`, then open the `opened` rows (built
+    with placement_build). Two statements whatever the count; the cards themselves are written by the caller.
+    """
+    ids = list(close_ids)
+    if ids:
+        AcceleratorPlacement.objects.filter(accelerator_id__in=ids, ended_at__isnull=True).update(
+            ended_at=at or timezone.now()
+        )
+    if opened:
+        AcceleratorPlacement.objects.bulk_create(list(opened), batch_size=batch_size)
 
 
 def accelerator_history(accelerator: Accelerator):

@@ -20,7 +20,7 @@ from django.utils import timezone
 from gpuops.context import ChangeSource, change_context
 
 from .. import models as m
-from .accelerators import placement_build
+from .accelerators import placement_build, placements_write
 from .changelog import records_for_bulk, records_write, tracked_update
 
 Progress = Callable[[str, int], None]  # (what, how many more done)
@@ -296,8 +296,7 @@ def _load_group(group: Group, spec: SiteSpec, progress: Progress, small: bool) -
                 supplier=n.supplier, purchase_date=n.purchase_date, warranty_end=n.warranty_end))
     cards = _bulk(m.Accelerator, cards, created, batch=5000)
     progress("accelerators", len(cards))
-    m.AcceleratorPlacement.objects.bulk_create(
-        [placement_build(accelerator=c, note="demo fleet", at=now) for c in cards], batch_size=5000)
+    placements_write(opened=[placement_build(accelerator=c, note="demo fleet", at=now) for c in cards], batch_size=5000)
 
     # Spares at the site's warehouse: about 1.5% of the installed base, at least 4.
     spares = _bulk(m.Accelerator, [
@@ -305,8 +304,8 @@ def _load_group(group: Group, spec: SiteSpec, progress: Progress, small: bool) -
                       lifecycle="in_stock", health="ok", site=site, stock_location=warehouse,
                       po_number=f"PO-2026-SPARE-{spec.code.upper()}", supplier=nodes[0].supplier)
         for s in range(max(4, len(cards) * 15 // 1000))], created, batch=5000)
-    m.AcceleratorPlacement.objects.bulk_create(
-        [placement_build(accelerator=c, note="demo spare", at=now) for c in spares], batch_size=5000)
+    placements_write(opened=[placement_build(accelerator=c, note="demo spare", at=now) for c in spares],
+                     batch_size=5000)
 
     packages = {(p.component, p.version): p for p in m.DriverPackage.objects.all()}
     _bulk(m.InstalledSoftware, [

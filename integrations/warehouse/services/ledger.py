@@ -25,7 +25,6 @@ from cmdb.models import (
     Accelerator,
     AcceleratorLifecycle,
     AcceleratorModel,
-    AcceleratorPlacement,
     MovementKind,
     Node,
     PartItem,
@@ -37,7 +36,7 @@ from cmdb.models import (
     StockLocationKind,
     StockMovement,
 )
-from cmdb.services.accelerators import accelerator_place, placement_build
+from cmdb.services.accelerators import accelerator_place, placement_build, placements_write
 from cmdb.services.changelog import records_for_bulk, records_write
 from cmdb.services.stock import card_lock, card_not_reserved, reason_require
 from gpuops.context import current_context
@@ -151,7 +150,7 @@ def accelerators_receive(*, cards: Sequence[CardReceipt], location: StockLocatio
     # bulk_create bypasses the change-history signals; write the records the documented bulk way.
     Accelerator.objects.bulk_create(new)
     now = timezone.now()
-    AcceleratorPlacement.objects.bulk_create([placement_build(accelerator=c, note=reason, at=now) for c in new])
+    placements_write(opened=[placement_build(accelerator=c, note=reason, at=now) for c in new], at=now)
     StockMovement.objects.bulk_create([
         movement_build(kind=MovementKind.RECEIVE, quantity=1, location=location, accelerator=c, reason=reason,
                        ticket_ref=ticket_ref, idempotency_key=f"{key_prefix}:{c.serial}") for c in new])
