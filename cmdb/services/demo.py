@@ -315,7 +315,10 @@ def _load_group(group: Group, spec: SiteSpec, progress: Progress, small: bool) -
     _fabric_build(group, site, fabric, nodes, vendor, created)
     progress("links", 0)
 
-    # A few failed cards, each with its health event, so the repair workflow has work to do.
+    records_write(records_for_bulk(created=created, reason=f"demo fleet: {group.prefix}"))
+
+    # A few failed cards, each with its health event, so the repair workflow has work to do (recorded after the
+    # creations, so each object's history reads create, then update).
     if small:
         failed = [cards[3], cards[CARDS_PER_NODE * 5 + 6]]
         for card in failed:
@@ -329,7 +332,6 @@ def _load_group(group: Group, spec: SiteSpec, progress: Progress, small: bool) -
                 node_id=card.node_id, accelerator=card, kind=kind, code=code, severity="critical",
                 action="drain_repair", message=card.health_detail, dedup_key=f"{card.pk}:{kind}:{code}",
                 first_seen_at=now, last_seen_at=now)
-    records_write(records_for_bulk(created=created, reason=f"demo fleet: {group.prefix}"))
     return len(nodes)
 
 
