@@ -11,8 +11,9 @@ from django.urls import path
 
 from . import models as m
 from .admin_base import ScopedAdmin
+from .holds import HeldError, holds_blocking, may_override
 from .services import imports
-from .services.nodes import nodes_set_status
+from .services.nodes import node_schedulability_set, nodes_set_status
 
 
 # --- locations ----------------------------------------------------------------------------------------------
@@ -177,8 +178,8 @@ def _status_action(status: str):
         try:
             changed = nodes_set_status(node_ids=queryset.values_list("pk", flat=True), status=status,
                                        reason=f"admin bulk action by {request.user}", actor=request.user)
-        except PermissionDenied as exc:
-            modeladmin.message_user(request, str(exc), messages.ERROR)
+        except (HeldError, PermissionDenied) as exc:  # nothing written: the service refuses the whole batch
+            modeladmin.message_user(request, str(exc), level=messages.ERROR)
             return
         modeladmin.message_user(request, f"{changed} node(s) marked {status}.")
 
@@ -187,8 +188,39 @@ def _status_action(status: str):
                         permissions=["change"])(action)
 
 
+_NODE_SERVICE_FIELDS = ("status", "is_cordoned", "cordon_reason")
+_NODE_LOCATION_FIELDS = ("site", "rack", "position", "face")
+
+
+class NodeAdminForm(forms.ModelForm):
+    """Refuses (as a form error) a change of status, cordon or rack position on a node held by an open ticket;
+    a user with cmdb.override_hold may tick `override_hold` to force it (the ticket is told and paused)."""
+
+    override_hold = forms.BooleanField(
+        required=False, label="Override the ticket's hold",
+        help_text="Force this change on a node an open ticket holds. The ticket records it and is paused.")
+
+    class Meta:
+        model = m.Node
+        fields = "__all__"  # noqa: DJ007  (the admin's fieldsets decide what is shown, as for the default form)
+
+    def clean(self):
+        cleaned = super().clean()
+        node = self.instance
+        touched = [f for f in (*_NODE_SERVICE_FIELDS, *_NODE_LOCATION_FIELDS) if f in self.changed_data]
+        if node.pk and touched:
+            held = holds_blocking([node.pk])
+            if held and not cleaned.get("override_hold"):
+                holder = held[node.pk]
+                raise forms.ValidationError(
+                    f"{node} is held by {holder.ticket_ref} ({holder.kind}): its {', '.join(touched)} cannot be "
+                    f"changed here until {holder.ticket_ref} finishes.", code="held")
+        return cleaned
+
+
 @admin.register(m.Node)
 class NodeAdmin(CsvAdminMixin, ScopedAdmin):
+    form = NodeAdminForm
     csv_import = staticmethod(imports.nodes_import_csv)
     csv_export = staticmethod(imports.nodes_export_csv)
     csv_columns = imports.NODE_COLUMNS
@@ -204,6 +236,30 @@ class NodeAdmin(CsvAdminMixin, ScopedAdmin):
     inlines = [AcceleratorInline, NicInline, ComponentInline, InstalledSoftwareInline]
     actions = ["export_csv", *[_status_action(s) for s in ("draining", "maintenance", "active", "failed")]]
     readonly_fields = ("health", "last_seen_at", "is_stale", "version")
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        if not (obj is not None and may_override(request.user)):
+            form.base_fields.pop("override_hold", None)  # only for users who may force a hold
+        return form
+
+    def save_model(self, request, obj, form, change) -> None:
+        # Status and cordon go through cmdb.services.nodes (permission, holds, record, scheduler): the generic
+        # save writes the other fields with their stored values, the services then apply what the form asked.
+        asked = {f: form.cleaned_data[f] for f in _NODE_SERVICE_FIELDS if change and f in form.changed_data}
+        for name in asked:
+            setattr(obj, name, form.initial.get(name, getattr(obj, name)))
+        super().save_model(request, obj, form, change)
+        if not asked:
+            return
+        override = bool(form.cleaned_data.get("override_hold"))
+        if "status" in asked:
+            nodes_set_status(node_ids=[obj.pk], status=asked["status"], reason=f"admin edit by {request.user}",
+                             override_hold=override)
+        if {"is_cordoned", "cordon_reason"} & set(asked):
+            node_schedulability_set(node=obj, is_cordoned=form.cleaned_data["is_cordoned"],
+                                    reason=form.cleaned_data.get("cordon_reason", ""), override_hold=override)
+        obj.refresh_from_db()
 
 
 @admin.register(m.Component)

@@ -49,3 +49,40 @@ def accelerator_failed(failure: AcceleratorFailure) -> None:
     a failed card is never recorded without its repair case."""
     for receiver in list(_accelerator_failed):
         receiver(failure)
+
+
+# --- schedulability --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SchedulabilityChange:
+    """A node was cordoned (`cordoned=True`, with the reason) or uncordoned; sent after the change commits."""
+
+    node_id: int
+    cordoned: bool
+    reason: str = ""
+
+
+SchedulabilityHook = Callable[[SchedulabilityChange], None]
+_schedulability_changed: list[SchedulabilityHook] = []
+
+
+def register_schedulability_changed(receiver: SchedulabilityHook) -> None:
+    """The scheduler glue (registered by workflows) drains / resumes the node in its scheduler."""
+    if receiver not in _schedulability_changed:
+        _schedulability_changed.append(receiver)
+
+
+def unregister_schedulability_changed(receiver: SchedulabilityHook) -> None:
+    if receiver in _schedulability_changed:
+        _schedulability_changed.remove(receiver)
+
+
+def schedulability_changed(change: SchedulabilityChange) -> None:
+    """Call every receiver (after commit). A receiver's error is logged, not raised: the CMDB change stands and
+    the scheduler catches up on the next cordon/uncordon or reconciliation."""
+    for receiver in list(_schedulability_changed):
+        try:
+            receiver(change)
+        except Exception:
+            logger.exception("scheduler update for node %s failed", change.node_id)

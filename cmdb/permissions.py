@@ -202,3 +202,30 @@ def revoke_scope(*, scope_obj: models.Model, perms: list[str], users=(), groups:
             remove_perm(perm, user, scope_obj)
         for group in groups:
             remove_perm(perm, group, scope_obj)
+
+
+# --- writes by workflow steps --------------------------------------------------------------------------------------
+
+# (correlation id, node ids) -> the node ids the change with that correlation id is about (linked to its ticket,
+# locked or run by it), or None when the correlation id is no change the provider knows. Registered by the
+# workflows app at start-up: cmdb cannot read tickets.
+WorkflowScope = Any
+_workflow_scopes: list[WorkflowScope] = []
+
+
+def register_workflow_scope(provider: WorkflowScope) -> None:
+    if provider not in _workflow_scopes:
+        _workflow_scopes.append(provider)
+
+
+def workflow_may_change(correlation_id: str, node_ids: list[int]) -> set[int]:
+    """The nodes among `node_ids` a workflow step running under `correlation_id` may change: the ones linked to
+    its change. A correlation id no provider knows (no ticket) is not restricted."""
+    known = False
+    allowed: set[int] = set()
+    for provider in list(_workflow_scopes):
+        scope = provider(correlation_id, node_ids)
+        if scope is not None:
+            known = True
+            allowed |= set(scope)
+    return allowed if known else set(node_ids)

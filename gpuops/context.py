@@ -47,6 +47,12 @@ class ChangeContext:
     correlation_id: str = ""
 
     @property
+    def user(self) -> Any:
+        """The actor as a user object (a request's lazy actor resolved), for permission checks."""
+        resolve = getattr(self.actor, "resolve", None)
+        return resolve() if callable(resolve) else self.actor
+
+    @property
     def actor_id(self) -> int | None:
         actor = self.actor
         if actor is None or not getattr(actor, "is_authenticated", False):

@@ -56,6 +56,10 @@ class _LazyActor:
         drf_request = getattr(self._request, "_gpuops_drf_user", None)
         return drf_request or user
 
+    def resolve(self):
+        """The user itself, for permission checks (ChangeContext.user)."""
+        return self._user()
+
     @property
     def is_authenticated(self) -> bool:
         user = self._user()

@@ -12,13 +12,15 @@ class WorkflowsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from cmdb.hooks import register_accelerator_failed
-        from cmdb.permissions import register_scope
+        from cmdb.holds import hold_overridden_register, hold_provider_register
+        from cmdb.hooks import register_accelerator_failed, register_schedulability_changed
+        from cmdb.permissions import register_scope, register_workflow_scope
         from inventory_agents.signals import report_received
 
         from . import definitions, glue, registry
         from .models import Ticket
         from .services.health import on_accelerator_failed, on_node_reported
+        from .services.holds import node_holders, on_hold_overridden, on_schedulability_changed, workflow_scope
 
         for wf in definitions.TICKET_TYPES:  # every ticket type, from one list
             if apps.is_installed(definitions.REQUIRES_APP.get(wf.type, self.name)):
@@ -28,6 +30,12 @@ class WorkflowsConfig(AppConfig):
         register_accelerator_failed(on_accelerator_failed)
         # Adapters and ingestion call their hook points; the glue that turns those events into tickets is ours.
         glue.register()
+        # The CMDB's guarded writers: who holds a node, what a step may touch, who hears of an override, and
+        # the scheduler glue for cordons made outside a step.
+        hold_provider_register(node_holders)
+        register_workflow_scope(workflow_scope)
+        hold_overridden_register(on_hold_overridden)
+        register_schedulability_changed(on_schedulability_changed)
         report_received.connect(on_node_reported, dispatch_uid="workflows_wake_on_report")
         post_migrate.connect(_permissions_after_migrate, sender=self, dispatch_uid="workflows_transition_perms")
         _beat_schedule_defaults()

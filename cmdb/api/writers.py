@@ -20,18 +20,19 @@ from gpuops.api.exceptions import Conflict, _as_field_errors
 from gpuops.api.validation import Errors, add_error
 from gpuops.api.writers import ModelWriter, Row, RowErrors, has_row_version
 
+from ..holds import holds_check
 from ..models import (
     Accelerator,
     AcceleratorLifecycle,
-    AcceleratorPlacement,
     Node,
     PlacementKind,
     RackUnit,
     Switch,
     TrackedModel,
 )
-from ..services.accelerators import accelerator_place, placement_build
+from ..services.accelerators import accelerator_place, placement_build, placements_write
 from ..services.changelog import records_for_bulk, records_write
+from ..services.nodes import node_cordon, node_uncordon, nodes_set_status
 
 CONSTRAINT_MESSAGES = {
     "node_cordon_needs_reason": "A cordoned node needs a cordon_reason.",
@@ -163,9 +164,8 @@ class AcceleratorWriter(CmdbWriter):
     def create(self, rows: Sequence[Row], *, bulk: bool) -> list[Model]:
         objs = super().create(rows, bulk=bulk)
         now = timezone.now()
-        AcceleratorPlacement.objects.bulk_create(
-            [placement_build(accelerator=card, note="created through the API", at=now) for card in objs],
-            batch_size=self.batch_size)
+        placements_write(opened=[placement_build(accelerator=card, note="created through the API", at=now)
+                                 for card in objs], at=now, batch_size=self.batch_size)
         return objs
 
     def save_one(self, row: Row) -> None:
@@ -181,7 +181,8 @@ class AcceleratorWriter(CmdbWriter):
         requested_lifecycle = card.lifecycle
         try:
             moved = accelerator_place(accelerator=card, kind=kind, node=card.node, slot_index=card.slot_index,
-                                      pci_bus_id=card.pci_bus_id, stock_location=card.stock_location)
+                                      pci_bus_id=card.pci_bus_id, stock_location=card.stock_location,
+                                      override_hold=override_requested(self.request))
         except DjangoValidationError as exc:
             raise RowErrors({row.index: _as_field_errors(exc)}) from exc
         for name, value in other.items():
@@ -192,21 +193,33 @@ class AcceleratorWriter(CmdbWriter):
         row.instance = moved
 
     def update(self, rows: Sequence[Row], *, bulk: bool) -> list[Model]:
+        if bulk:  # single moves are checked by accelerator_place
+            moving = [r for r in rows if getattr(r, "kind", None) is not None]
+            touched = {n for r in moving for n in ((r.before or {}).get("node_id"), r.instance.node_id) if n}
+            if touched:
+                holds_check(touched, what="move cards in or out of", override=override_requested(self.request))
         objs = super().update(rows, bulk=bulk)
         if bulk:
             moved = [r.instance for r in rows if getattr(r, "kind", None) is not None]
             if moved:
                 now = timezone.now()
-                AcceleratorPlacement.objects.filter(accelerator__in=moved, ended_at__isnull=True).update(ended_at=now)
-                AcceleratorPlacement.objects.bulk_create(
-                    [placement_build(accelerator=card, note="moved through the API", at=now) for card in moved],
-                    batch_size=self.batch_size)
+                placements_write(close_ids=[card.pk for card in moved], at=now, batch_size=self.batch_size,
+                                 opened=[placement_build(accelerator=card, note="moved through the API", at=now)
+                                         for card in moved])
         return objs
 
 
 # --- racked devices ----------------------------------------------------------------------------------------------
 
 _DEVICE_LOCATION = {"rack", "position", "face", "site", "server_model", "u_height"}
+# Written only by cmdb.services.nodes (permission, holds, change record, scheduler): never by the generic save.
+_NODE_SERVICE_FIELDS = ("status", "is_cordoned", "cordon_reason")
+
+
+def override_requested(request: Any) -> bool:
+    """`?override_hold=1` (or `?force=1`): the caller asks to force a change on a held node."""
+    params = getattr(request, "query_params", None) or {}
+    return any(str(params.get(name, "")).lower() in ("1", "true", "yes") for name in ("override_hold", "force"))
 
 
 class DeviceWriter(CmdbWriter):
@@ -272,6 +285,52 @@ class DeviceWriter(CmdbWriter):
             super().save_one(row)
         except ValueError as exc:  # rack_occupancy_set: lost a race for the units
             raise RowErrors({row.index: {"position": [str(exc)]}}) from exc
+
+    def update(self, rows: Sequence[Row], *, bulk: bool) -> list[Model]:
+        if self.model is not Node:
+            return super().update(rows, bulk=bulk)
+        override = override_requested(self.request)
+        # A held node is not moved either (the services below check holds for status and cordon).
+        moving = [r.instance for r in rows if _DEVICE_LOCATION & r.changed]
+        if moving:
+            holds_check([n.pk for n in moving], what="move", override=override,
+                        labels={n.pk: n.hostname for n in moving})
+        # Take status and cordon out of the generic write: back to their stored values, applied by the services.
+        asked: dict[int, dict[str, Any]] = {}
+        for row in rows:
+            wanted = {name: row.data.pop(name) for name in _NODE_SERVICE_FIELDS if name in row.data}
+            if wanted:
+                asked[row.index] = wanted
+                for name in wanted:
+                    setattr(row.instance, name, (row.before or {}).get(name, getattr(row.instance, name)))
+        # Rows left with nothing else to write skip the generic write (one version bump per change, not two).
+        others = [r for r in rows if r.data or r.m2m or r.touched]
+        if others:
+            super().update(others, bulk=bulk)
+        if asked:
+            self._node_services(rows, asked, override=override)
+        return [r.instance for r in rows]
+
+    @staticmethod
+    def _node_services(rows: Sequence[Row], asked: dict[int, dict[str, Any]], *, override: bool) -> None:
+        """Apply the requested status (one call per distinct status) and cordon changes through the services."""
+        by_status: dict[str, list[int]] = {}
+        for row in rows:
+            wanted = asked.get(row.index, {})
+            node = row.instance
+            if "status" in wanted and wanted["status"] != node.status:
+                by_status.setdefault(wanted["status"], []).append(node.pk)
+        for status, ids in by_status.items():
+            nodes_set_status(node_ids=ids, status=status, reason="set through the API", override_hold=override)
+        for row in rows:
+            wanted = asked.get(row.index, {})
+            node = row.instance
+            cordon = wanted.get("is_cordoned", node.is_cordoned)
+            reason = wanted.get("cordon_reason", node.cordon_reason)
+            if cordon and (not node.is_cordoned or reason != node.cordon_reason):
+                node_cordon(node=node, reason=reason, override_hold=override)
+            elif not cordon and node.is_cordoned:
+                node_uncordon(node=node, override_hold=override)
 
     def _sync_units(self, rows: Sequence[Row]) -> None:
         moving = [r.instance for r in self._moving(rows)]

@@ -97,6 +97,8 @@ class Node(TrackedModel):
 
     class Meta:
         ordering = ["hostname"]
+        # Force a change on a node held by an open ticket or lock (cmdb.holds); the ticket is told and paused.
+        permissions = [("override_hold", "Can override a ticket's hold on a node")]
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(is_cordoned=False) | ~models.Q(cordon_reason=""),

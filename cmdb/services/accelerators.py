@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from gpuops.context import current_context
+from gpuops.context import ChangeSource, current_context
 
+from ..holds import holds_check
 from ..models.accelerators import Accelerator, AcceleratorLifecycle, AcceleratorPlacement, PlacementKind
 from ..models.nodes import Node
 from ..models.stock import StockLocation
@@ -60,13 +63,19 @@ def accelerator_place(
     pci_bus_id: str = "",
     stock_location: StockLocation | None = None,
     note: str = "",
+    override_hold: bool = False,
 ) -> Accelerator:
     """Put a card somewhere: in a node slot, in a stock location, in transit, at the vendor, or scrapped.
 
     Locks the card, closes its open placement and opens the new one; the card's site follows the node or the
-    stock location. Raises ValidationError when the target slot is taken or the target is incomplete.
+    stock location. Raises ValidationError when the target slot is taken or the target is incomplete, and
+    HeldError when the card leaves or enters a node held by another open change (cmdb.holds).
     """
     card = Accelerator.objects.select_for_update().get(pk=accelerator.pk)
+    # The agent reports where a card *is*; a hold is about changes people and other tickets make.
+    if current_context().source != ChangeSource.AGENT:
+        touched = [n for n in (card.node_id, node.pk if node is not None else None) if n is not None]
+        holds_check(touched, what=f"move card {card.serial} in or out of", override=override_hold)
     now = timezone.now()
     if kind == PlacementKind.NODE:
         if node is None or slot_index is None:
@@ -90,9 +99,23 @@ def accelerator_place(
     card.lifecycle = _LIFECYCLE_FOR[PlacementKind(kind)]
     card.is_missing = False
     card.save()
-    AcceleratorPlacement.objects.filter(accelerator=card, ended_at__isnull=True).update(ended_at=now)
-    placement_build(accelerator=card, note=note, at=now).save()
+    placements_write(close_ids=[card.pk], opened=[placement_build(accelerator=card, note=note, at=now)], at=now)
     return card
+
+
+def placements_write(*, close_ids: Iterable[int] = (), opened: Sequence[AcceleratorPlacement] = (), at=None,
+                     batch_size: int | None = None) -> None:
+    """The one writer of placement history, for one card or a bulk path (API batches, imports, ingestion, the
+    warehouse): close the open placement of the cards in `close_ids` at `at`, then open the `opened` rows (built
+    with placement_build). Two statements whatever the count; the cards themselves are written by the caller.
+    """
+    ids = list(close_ids)
+    if ids:
+        AcceleratorPlacement.objects.filter(accelerator_id__in=ids, ended_at__isnull=True).update(
+            ended_at=at or timezone.now()
+        )
+    if opened:
+        AcceleratorPlacement.objects.bulk_create(list(opened), batch_size=batch_size)
 
 
 def accelerator_history(accelerator: Accelerator):

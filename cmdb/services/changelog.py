@@ -2,17 +2,20 @@
 
 Single-row saves and deletes of TrackedModel subclasses are recorded by the signal receivers wired in
 CmdbConfig.ready() (so the admin, the API, workflows and scripts can never forget). Bulk paths
-(bulk_create / bulk_update / queryset.update) bypass signals by design and call `records_for_bulk` +
-`records_write` to write their records in one INSERT.
+(bulk_create / bulk_update / queryset.update) bypass signals by design: they go through `tracked_update` /
+`tracked_bulk_update` below, which write the statement and its records (one INSERT). Nothing else calls
+update() / bulk_update() on a tracked model (tests/test_tracked_writes.py scans the source for it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.contrib.contenttypes.models import ContentType
 from django.db import models
+from django.db.models import F, QuerySet
+from django.db.models.expressions import Combinable
 from django.utils import timezone
 
 from gpuops.context import current_context
@@ -118,3 +121,73 @@ def changes_for(obj: models.Model):
     return ChangeRecord.objects.filter(
         content_type=ContentType.objects.get_for_model(obj.__class__), object_id=obj.pk
     ).select_related("actor")
+
+
+# Stamps, not facts: a write of only these (an agent's heartbeat, a token's last use) records nothing and bumps
+# no version, as the agent's cheap "unchanged" path always did.
+LIVENESS_FIELDS = frozenset({"last_seen_at", "last_used_at", "uses"})
+
+
+def tracked_update(queryset: QuerySet, *, reason: str = "", objs: Sequence[TrackedModel] | None = None,
+                   **values: Any) -> int:
+    """`queryset.update(**values)` for a tracked model, recorded: the rows' before-snapshots, one UPDATE (with
+    `version + 1` and `updated_at` where the model has them), one INSERT of change records.
+
+    `objs`: the rows already loaded (and locked) by the caller, saving the SELECT; they get the new values.
+    Values are plain values (an expression cannot be diffed), except for liveness-only writes.
+    Returns how many rows were updated.
+    """
+    model = queryset.model
+    if set(values) <= LIVENESS_FIELDS | model.change_log_exclude:
+        return queryset.update(**values)
+    if any(isinstance(v, Combinable) for v in values.values()):
+        raise TypeError("tracked_update records plain values; compute them first.")
+    rows = list(objs) if objs is not None else list(queryset.select_for_update().order_by("pk"))
+    if not rows:
+        return 0
+    befores = [(obj.snapshot(), obj) for obj in rows]
+    extra: dict[str, Any] = {}
+    if model.has_row_version() and "version" not in values:
+        extra["version"] = F("version") + 1
+    if "updated_at" not in values and any(f.name == "updated_at" for f in model._meta.concrete_fields):
+        extra["updated_at"] = timezone.now()
+    for obj in rows:
+        for name, value in values.items():
+            setattr(obj, name, value)
+    # The caller's queryset, narrowed to the snapshotted rows: its conditions still guard the UPDATE.
+    count = queryset.filter(pk__in=[obj.pk for obj in rows]).update(**values, **extra)
+    records_write(records_for_bulk(updated=befores, reason=reason))
+    for obj in rows:
+        if "version" in extra:
+            obj.version += 1  # what the F() wrote, so the objects stay usable
+        if "updated_at" in extra:
+            obj.updated_at = extra["updated_at"]
+    return count
+
+
+def tracked_bulk_update(updated: Sequence[tuple[dict[str, Any], TrackedModel]], fields: Sequence[str], *,
+                        reason: str = "", batch_size: int | None = None, record: bool = True) -> int:
+    """`bulk_update` of (before-snapshot, object) pairs of one tracked model, recorded in one INSERT.
+
+    The version is bumped (and `updated_at` stamped) here unless `fields` names them (the caller did).
+    `record=False` only for a pass that writes these objects' records itself later in the same transaction
+    (ingestion gathers every record of a report into one INSERT).
+    """
+    if not updated:
+        return 0
+    objs = [obj for _, obj in updated]
+    model = type(objs[0])
+    names = list(fields)
+    if model.has_row_version() and "version" not in names:
+        for obj in objs:
+            obj.version += 1
+        names.append("version")
+    if "updated_at" not in names and any(f.name == "updated_at" for f in model._meta.concrete_fields):
+        now = timezone.now()
+        for obj in objs:
+            obj.updated_at = now
+        names.append("updated_at")
+    count = model._default_manager.bulk_update(objs, names, batch_size=batch_size)
+    if record:
+        records_write(records_for_bulk(updated=updated, reason=reason))
+    return count

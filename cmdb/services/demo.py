@@ -20,8 +20,8 @@ from django.utils import timezone
 from gpuops.context import ChangeSource, change_context
 
 from .. import models as m
-from .accelerators import placement_build
-from .changelog import records_for_bulk, records_write
+from .accelerators import placement_build, placements_write
+from .changelog import records_for_bulk, records_write, tracked_update
 from .health_policies import health_policies_ensure
 
 Progress = Callable[[str, int], None]  # (what, how many more done)
@@ -297,8 +297,7 @@ def _load_group(group: Group, spec: SiteSpec, progress: Progress, small: bool) -
                 supplier=n.supplier, purchase_date=n.purchase_date, warranty_end=n.warranty_end))
     cards = _bulk(m.Accelerator, cards, created, batch=5000)
     progress("accelerators", len(cards))
-    m.AcceleratorPlacement.objects.bulk_create(
-        [placement_build(accelerator=c, note="demo fleet", at=now) for c in cards], batch_size=5000)
+    placements_write(opened=[placement_build(accelerator=c, note="demo fleet", at=now) for c in cards], batch_size=5000)
 
     # Spares at the site's warehouse: about 1.5% of the installed base, at least 4.
     spares = _bulk(m.Accelerator, [
@@ -306,8 +305,8 @@ def _load_group(group: Group, spec: SiteSpec, progress: Progress, small: bool) -
                       lifecycle="in_stock", health="ok", site=site, stock_location=warehouse,
                       po_number=f"PO-2026-SPARE-{spec.code.upper()}", supplier=nodes[0].supplier)
         for s in range(max(4, len(cards) * 15 // 1000))], created, batch=5000)
-    m.AcceleratorPlacement.objects.bulk_create(
-        [placement_build(accelerator=c, note="demo spare", at=now) for c in spares], batch_size=5000)
+    placements_write(opened=[placement_build(accelerator=c, note="demo spare", at=now) for c in spares],
+                     batch_size=5000)
 
     packages = {(p.component, p.version): p for p in m.DriverPackage.objects.all()}
     _bulk(m.InstalledSoftware, [
@@ -317,21 +316,23 @@ def _load_group(group: Group, spec: SiteSpec, progress: Progress, small: bool) -
     _fabric_build(group, site, fabric, nodes, vendor, created)
     progress("links", 0)
 
-    # A few failed cards, each with its health event, so the repair workflow has work to do.
+    records_write(records_for_bulk(created=created, reason=f"demo fleet: {group.prefix}"))
+
+    # A few failed cards, each with its health event, so the repair workflow has work to do (recorded after the
+    # creations, so each object's history reads create, then update).
     if small:
         failed = [cards[3], cards[CARDS_PER_NODE * 5 + 6]]
         for card in failed:
             card.health, card.health_detail, card.health_changed_at = "failed", "XID 79: GPU has fallen off the bus" \
                 if vendor.slug == "nvidia" else "Health Critical (error code 0x80E18401)", now
-            m.Accelerator.objects.filter(pk=card.pk).update(
-                health=card.health, health_detail=card.health_detail, health_changed_at=now)
-            m.Node.objects.filter(pk=card.node_id).update(health="failed")
+            tracked_update(m.Accelerator.objects.filter(pk=card.pk), reason="demo data", health=card.health,
+                           health_detail=card.health_detail, health_changed_at=now)
+            tracked_update(m.Node.objects.filter(pk=card.node_id), reason="demo data", health="failed")
             kind, code = ("xid", "79") if vendor.slug == "nvidia" else ("vendor_health", "critical")
             m.HealthEvent.objects.create(
                 node_id=card.node_id, accelerator=card, kind=kind, code=code, severity="critical",
                 action="drain_repair", message=card.health_detail, dedup_key=f"{card.pk}:{kind}:{code}",
                 first_seen_at=now, last_seen_at=now)
-    records_write(records_for_bulk(created=created, reason=f"demo fleet: {group.prefix}"))
     return len(nodes)
 
 

@@ -38,7 +38,7 @@ from ..models import (
     Tag,
     Tenant,
 )
-from .accelerators import placement_build
+from .accelerators import placement_build, placements_write
 
 NODE_COLUMNS = [
     "hostname", "serial", "asset_tag", "server_model", "site", "rack", "position", "face", "status", "role",
@@ -309,8 +309,9 @@ def accelerators_import_csv(data: str | bytes, *, actor=None) -> ImportResult:
             moved = any(before.get(k) != getattr(card, k) for k in ("node_id", "slot_index", "stock_location_id"))
             if created or moved:
                 # Close the open placement (if any) and open the new one: the card keeps its whole story.
-                card.placements.filter(ended_at__isnull=True).update(ended_at=timezone.now())
-                placement_build(accelerator=card, note="imported").save()
+                now = timezone.now()
+                placements_write(close_ids=[card.pk], opened=[placement_build(accelerator=card, note="imported",
+                                                                              at=now)], at=now)
             result.created += created
             result.updated += not created
     return result

@@ -1,58 +1,160 @@
-"""Node lifecycle and schedulability changes."""
+"""Node lifecycle and schedulability changes: the one writer of Node.status, is_cordoned and cordon_reason.
+
+Every path (API, admin, workflow steps, tasks) calls these. Inside the transaction each one
+1. locks the nodes, 2. checks the actor of the change context may change them (`nodes_check_change`),
+3. refuses nodes held by another open change (cmdb.holds) unless overridden, 4. writes and records the change,
+5. (cordon / uncordon) tells the scheduler on commit through the `schedulability_changed` hook.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.db.models import F
+
+from gpuops.context import ChangeSource, current_context
 
 from .. import permissions
+from ..holds import holds_check
+from ..hooks import SchedulabilityChange, schedulability_changed
 from ..models.nodes import Node, NodeStatus
-from .changelog import records_for_bulk, records_write
+from ..permissions import can, workflow_may_change
+from .changelog import tracked_update
+
+# Statuses that take a node out of service: a workflow may move a node held by another change into these.
+WITHDRAWN_STATUSES = frozenset(
+    {NodeStatus.DRAINING, NodeStatus.MAINTENANCE, NodeStatus.FAILED, NodeStatus.RMA, NodeStatus.DECOMMISSIONED}
+)
+
+
+def nodes_check_change(nodes: Sequence[Node]) -> None:
+    """PermissionDenied unless the change context's actor may change every node.
+
+    A person: cmdb.permissions.can (global permission, scope grant, object grant). A workflow step: only nodes
+    linked to its change (the ticket's links, the rollout's or provisioning's nodes). A context without an
+    authenticated actor (system, CLI, tasks) is trusted: it runs our own code, not a request.
+    """
+    ctx = current_context()
+    if ctx.source == ChangeSource.WORKFLOW:
+        ids = [n.pk for n in nodes]
+        allowed = workflow_may_change(ctx.correlation_id, ids)
+        denied = [n for n in nodes if n.pk not in allowed]
+        if denied:
+            raise PermissionDenied(f"This change may not touch {denied[0]}: it is not linked to its ticket.")
+        return
+    if ctx.actor_id is None:
+        return
+    user = ctx.user
+    denied = [n for n in nodes if not can(user, "change", n)]
+    if denied:
+        raise PermissionDenied(f"You may not change node {denied[0]}.")
+
+
+def _guard(nodes: Sequence[Node], *, what: str, withdraws: bool, override: bool) -> None:
+    nodes_check_change(nodes)
+    holds_check(
+        [n.pk for n in nodes],
+        what=what,
+        withdraws=withdraws,
+        override=override,
+        labels={n.pk: n.hostname for n in nodes},
+    )
+
+
+def _notify(nodes: Sequence[Node], *, cordoned: bool, notify_scheduler: bool | None) -> None:
+    # Workflow steps drain/resume through ctx.external themselves (idempotent, retried): no second call.
+    if notify_scheduler is None:
+        notify_scheduler = current_context().source != ChangeSource.WORKFLOW
+    if not notify_scheduler:
+        return
+    for node in nodes:
+        change = SchedulabilityChange(node_id=node.pk, cordoned=cordoned, reason=node.cordon_reason)
+        transaction.on_commit(lambda change=change: schedulability_changed(change))
 
 
 @transaction.atomic
-def nodes_set_status(*, nodes: Iterable[Node] | None = None, node_ids: Iterable[int] | None = None,
-                     status: str, reason: str = "", actor: AbstractBaseUser | None = None) -> int:
+def nodes_set_status(
+    *,
+    nodes: Iterable[Node] | None = None,
+    node_ids: Iterable[int] | None = None,
+    status: str,
+    reason: str = "",
+    override_hold: bool = False,
+    actor: AbstractBaseUser | None = None,
+) -> int:
     """Set the lifecycle status of many nodes at once: one UPDATE and one bulk INSERT of change records.
 
-    Returns how many nodes changed. Nodes already in `status` are left alone (no record).
+    Returns how many nodes changed. Nodes already in `status` are left alone (no record). Raises
+    PermissionDenied / HeldError (nothing written) when any node may not be changed.
     """
     if status not in NodeStatus.values:
         raise ValidationError({"status": f"Unknown node status {status!r}."})
     ids = [n.pk for n in nodes] if nodes is not None else list(node_ids or [])
-    if actor is not None:  # a person (admin bulk action): every node, or none (steps act as the system)
+    if actor is not None:  # a person named by the caller (admin bulk action): every node, or none
         allowed = permissions.restrict(Node.objects.filter(pk__in=ids), actor, "change").count()
         if allowed != len(set(ids)):
             raise PermissionDenied(f"You may not change {len(set(ids)) - allowed} of the selected nodes.")
-    locked = list(Node.objects.select_for_update().filter(pk__in=ids).exclude(status=status))
+    locked = list(Node.objects.select_for_update().filter(pk__in=ids).exclude(status=status).order_by("pk"))
     if not locked:
         return 0
-    befores = [(n.snapshot(), n) for n in locked]
-    for n in locked:
-        n.status = status
-    Node.objects.filter(pk__in=[n.pk for n in locked]).update(status=status, version=F("version") + 1)
-    records_write(records_for_bulk(updated=befores, reason=reason))
+    _guard(locked, what=f"set status {status} on", withdraws=status in WITHDRAWN_STATUSES, override=override_hold)
+    tracked_update(Node.objects.all(), objs=locked, status=status, reason=reason)
     return len(locked)
 
 
 @transaction.atomic
-def node_cordon(*, node: Node, reason: str) -> Node:
-    """Mark a node unschedulable. A manual cordon needs a reason (the database refuses one without)."""
+def node_cordon(*, node: Node, reason: str, override_hold: bool = False, notify_scheduler: bool | None = None) -> Node:
+    """Mark a node unschedulable. A manual cordon needs a reason (the database refuses one without).
+
+    `notify_scheduler`: drain it in its scheduler on commit; by default unless a workflow step does it itself.
+    """
     if not reason.strip():
         raise ValidationError({"cordon_reason": "A cordon needs a reason."})
     node = Node.objects.select_for_update().get(pk=node.pk)
+    _guard([node], what="cordon", withdraws=True, override=override_hold)
     node.is_cordoned, node.cordon_reason = True, reason.strip()[:300]
     node.save(update_fields=["is_cordoned", "cordon_reason", "updated_at", "version"])
+    _notify([node], cordoned=True, notify_scheduler=notify_scheduler)
     return node
 
 
 @transaction.atomic
-def node_uncordon(*, node: Node) -> Node:
+def node_uncordon(*, node: Node, override_hold: bool = False, notify_scheduler: bool | None = None) -> Node:
+    """Make a node schedulable again (and resume it in its scheduler on commit, as for node_cordon)."""
     node = Node.objects.select_for_update().get(pk=node.pk)
+    _guard([node], what="uncordon", withdraws=False, override=override_hold)
     node.is_cordoned, node.cordon_reason = False, ""
     node.save(update_fields=["is_cordoned", "cordon_reason", "updated_at", "version"])
+    _notify([node], cordoned=False, notify_scheduler=notify_scheduler)
     return node
+
+
+def node_schedulability_set(*, node: Node, is_cordoned: bool, reason: str = "", override_hold: bool = False) -> Node:
+    """Cordon (with `reason`) or uncordon, for callers holding a desired state (a form, a PATCH)."""
+    if is_cordoned:
+        return node_cordon(node=node, reason=reason, override_hold=override_hold)
+    return node_uncordon(node=node, override_hold=override_hold)
+
+
+@transaction.atomic
+def node_cluster_clear(*, node: Node, override_hold: bool = False) -> Node:
+    """Take a node out of its cluster in the CMDB (the scheduler side is the adapter's)."""
+    locked = Node.objects.select_for_update().get(pk=node.pk)
+    if locked.cluster_id is not None:
+        _guard([locked], what="take out of its cluster", withdraws=True, override=override_hold)
+        locked.cluster = None
+        locked.save(update_fields=["cluster", "updated_at", "version"])
+    return locked
+
+
+@transaction.atomic
+def node_unrack(*, node: Node, override_hold: bool = False) -> Node:
+    """Clear a node's rack and position; its RackUnit rows follow (cmdb signal), freeing the U space."""
+    locked = Node.objects.select_for_update().get(pk=node.pk)
+    if locked.rack_id is not None or locked.position is not None:
+        _guard([locked], what="unrack", withdraws=False, override=override_hold)
+        locked.rack, locked.position = None, None
+        locked.save(update_fields=["rack", "position", "updated_at", "version"])
+    return locked

@@ -49,6 +49,28 @@ def movement_record(*, kind: str, accelerator: Accelerator | None = None, locati
     )
 
 
+# --- the rules every stock movement of a card follows (the warehouse ledger uses the same ones) ------------------
+
+
+def reason_require(reason: str) -> None:
+    """A movement says why: the reason is kept on the ledger."""
+    if not reason.strip():
+        raise ValidationError({"reason": "Say why (it is kept on the ledger)."})
+
+
+def card_lock(card: Accelerator) -> Accelerator:
+    """The card, locked for the movement (two movements of one card serialize)."""
+    return Accelerator.objects.select_for_update().get(pk=card.pk)
+
+
+def card_not_reserved(card: Accelerator, allow_reserved_for: str = "") -> None:
+    """Refuse to move a card an active reservation holds for someone else than `allow_reserved_for`."""
+    active = card.reservations.filter(status=ReservationStatus.ACTIVE).exclude(reserved_for=allow_reserved_for or "-")
+    holder = active.values_list("reserved_for", flat=True).first()
+    if holder:
+        raise ValidationError({"accelerator": f"{card} is reserved for {holder}; release the reservation first."})
+
+
 def compatible_models(model: AcceleratorModel) -> list[int]:
     """Models that may replace `model` in a slot: the same model (a data table of substitutes can come later)."""
     return [model.pk]
@@ -139,10 +161,16 @@ def reservation_issue(*, reservation: StockReservation, node: Node, slot_index: 
 @transaction.atomic
 def accelerator_to_stock(*, accelerator: Accelerator, location: StockLocation, kind: str = MovementKind.RETURN,
                          reason: str = "", ticket_ref: str = "", key: str | None = None) -> Accelerator:
-    """Put a card into stock (a return, a receipt, or an RMA replacement back from the vendor)."""
+    """Put a card into stock (a return, a receipt, or an RMA replacement back from the vendor).
+
+    Needs a reason; locks the card; refuses a card reserved for someone else than `ticket_ref`.
+    """
+    reason_require(reason)
     if key and StockMovement.objects.filter(idempotency_key=key).exists():
         return Accelerator.objects.get(pk=accelerator.pk)
-    card = accelerator_place(accelerator=accelerator, kind=PlacementKind.STOCK, stock_location=location,
+    card = card_lock(accelerator)
+    card_not_reserved(card, ticket_ref)
+    card = accelerator_place(accelerator=card, kind=PlacementKind.STOCK, stock_location=location,
                              note=reason or kind)
     movement_record(kind=kind, accelerator=card, location=location, quantity=1, reason=reason,
                     ticket_ref=ticket_ref, idempotency_key=key)
@@ -152,9 +180,15 @@ def accelerator_to_stock(*, accelerator: Accelerator, location: StockLocation, k
 @transaction.atomic
 def accelerator_out_of_stock(*, accelerator: Accelerator, kind: str, reason: str = "", ticket_ref: str = "",
                              key: str | None = None) -> Accelerator:
-    """Send a card out: to the vendor (RMA out) or to scrap. From a node or from stock."""
+    """Send a card out: to the vendor (RMA out) or to scrap. From a node or from stock.
+
+    Needs a reason; locks the card; refuses a card reserved for someone else than `ticket_ref`.
+    """
+    reason_require(reason)
     if key and StockMovement.objects.filter(idempotency_key=key).exists():
         return Accelerator.objects.get(pk=accelerator.pk)
+    accelerator = card_lock(accelerator)
+    card_not_reserved(accelerator, ticket_ref)
     location = accelerator.stock_location
     placement = PlacementKind.AT_VENDOR if kind == MovementKind.RMA_OUT else PlacementKind.SCRAPPED
     card = accelerator_place(accelerator=accelerator, kind=placement, note=reason or kind)
@@ -189,3 +223,21 @@ def spares_summary(*, site: Site | None = None) -> list[dict]:
          "spare_ratio_percent": round(100 * r["in_stock"] / r["installed"], 2) if r["installed"] else None}
         for r in rows
     ]
+
+
+@transaction.atomic
+def accelerator_receive(*, model: AcceleratorModel, serial: str, location: StockLocation, reason: str,
+                        ticket_ref: str, key: str, template: Accelerator | None = None) -> Accelerator:
+    """A card we never had arrives (an RMA replacement): create it in transit, then put it into stock with a
+    ledger row of kind rma_back. Idempotent by `key` and by serial (a retry finds the card it created)."""
+    existing = Accelerator.objects.filter(serial=serial).first()
+    if existing is not None:
+        if existing.lifecycle == AcceleratorLifecycle.IN_STOCK and existing.stock_location_id == location.pk:
+            return existing
+        raise ValidationError({"serial": f"Serial {serial} is already in the CMDB ({existing.lifecycle})."})
+    card = Accelerator.objects.create(
+        model=model, serial=serial, lifecycle=AcceleratorLifecycle.IN_TRANSIT, health="unknown", site=location.site,
+        supplier=template.supplier if template else "", po_number=template.po_number if template else "",
+        warranty_end=template.warranty_end if template else None)
+    return accelerator_to_stock(accelerator=card, location=location, kind=MovementKind.RMA_BACK, reason=reason,
+                                ticket_ref=ticket_ref, key=key)

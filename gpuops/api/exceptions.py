@@ -52,9 +52,11 @@ class Conflict(exceptions.APIException):
     default_detail = "The request conflicts with the current state of the data."
     default_code = "conflict"
 
-    def __init__(self, detail: str | None = None, *, row: int | None = None):
-        super().__init__(detail)
+    def __init__(self, detail: str | None = None, *, row: int | None = None, code: str | None = None,
+                 extra: dict[str, Any] | None = None):
+        super().__init__(detail, code)
         self.row = row
+        self.extra = dict(extra or {})
 
 
 class RowPermissionDenied(exceptions.PermissionDenied):
@@ -143,6 +145,10 @@ def _translate(exc: Exception) -> Exception:
     """Map Django and database exceptions that escape a view onto API exceptions."""
     if isinstance(exc, Http404):
         return exceptions.NotFound()
+    if getattr(exc, "http_conflict", False):
+        # A domain refusal from an app's service (e.g. cmdb.holds.HeldError: the node is held by a ticket). The
+        # exception carries its code and extra body fields; gpuops does not import the apps.
+        return Conflict(str(exc), code=getattr(exc, "code", None), extra=getattr(exc, "extra", None))
     if isinstance(exc, DjangoPermissionDenied):
         return exceptions.PermissionDenied(*exc.args)
     if isinstance(exc, DjangoValidationError):
@@ -192,6 +198,8 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
             message = f"Row {row}: {message}"
         if isinstance(exc, PreconditionFailed) and exc.current_version is not None:
             extra["current_version"] = exc.current_version
+        if isinstance(exc, Conflict):
+            extra.update(exc.extra)
     response.data = error_body(code=str(code), message=message, request_id=request_id, fields=fields, row=row,
                                rows=rows, extra=extra)
     return response

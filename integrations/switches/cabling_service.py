@@ -19,7 +19,7 @@ from django.utils import timezone
 from cmdb.models import Fabric, Link, NicPort, Node, Switch, SwitchPort
 from cmdb.models.network import LinkStatus
 from cmdb.permissions import restrict
-from cmdb.services.changelog import records_for_bulk, records_write
+from cmdb.services.changelog import tracked_bulk_update
 from gpuops.context import ChangeSource, change_context
 
 from .cabling import (
@@ -169,8 +169,7 @@ def _links_status_update(links: list[Link], findings: list[Finding]) -> int:
             link.updated_at = now
             changed.append((before, link))
     with change_context(source=ChangeSource.INTEGRATION), transaction.atomic():
-        Link.objects.bulk_update([link for _, link in changed], ["status", "version", "updated_at"])
-        records_write(records_for_bulk(updated=changed, reason="cabling validation"))
+        tracked_bulk_update(changed, ["status", "version", "updated_at"], reason="cabling validation")
     return len(changed)
 
 

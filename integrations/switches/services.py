@@ -18,7 +18,7 @@ from django.utils.module_loading import import_string
 
 from cmdb.models import Switch, SwitchPort
 from cmdb.models.network import SwitchStatus
-from cmdb.services.changelog import records_for_bulk, records_write
+from cmdb.services.changelog import records_for_bulk, records_write, tracked_bulk_update
 from gpuops.context import ChangeSource, change_context
 from integrations.exceptions import IntegrationError, PermanentError
 from integrations.ports import SnmpCredential, SnmpPoller, SnmpTarget, SwitchPortInfo, SwitchSnapshot
@@ -90,7 +90,8 @@ def _ports_upsert(switch: Switch, ports: Iterable[SwitchPortInfo], *, reason: st
         updated.append((before, current))
     # Bulk paths bypass the change-record signals by design: records_for_bulk/records_write stand in for them.
     SwitchPort.objects.bulk_create(created, batch_size=500)
-    SwitchPort.objects.bulk_update([obj for _, obj in updated], [*PORT_FIELDS, "version", "updated_at"], batch_size=500)
+    # record=False: the records of the created and the updated ports go in the one INSERT below.
+    tracked_bulk_update(updated, [*PORT_FIELDS, "version", "updated_at"], batch_size=500, record=False)
     records_write(records_for_bulk(created=created, updated=updated, reason=reason))
     for _, obj in updated:
         obj.mark_saved()

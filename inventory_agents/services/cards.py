@@ -21,13 +21,13 @@ from cmdb.models import (
     Accelerator,
     AcceleratorLifecycle,
     AcceleratorModel,
-    AcceleratorPlacement,
     HealthAction,
     HealthEvent,
     Severity,
     Vendor,
 )
 from cmdb.services.accelerators import placement_build
+from cmdb.services.accelerators import placements_write as cmdb_placements_write
 
 from .normalize import CardObs, Signal
 from .passes import Pass, PendingSignal
@@ -292,10 +292,6 @@ def _flag_missing(run: Pass, matcher: CardMatcher, claimed: set[int], taken_slot
 
 def placements_write(run: Pass, new_cards: list[Accelerator]) -> None:
     """Close the open placement of every card that moved and open the new ones (two statements)."""
-    if run.placements_close:
-        AcceleratorPlacement.objects.filter(accelerator_id__in=run.placements_close, ended_at__isnull=True).update(
-            ended_at=run.now)
     rows = run.placements_new + [placement_build(accelerator=c, at=run.now, note="first seen by the inventory agent")
                                  for c in new_cards]
-    if rows:
-        AcceleratorPlacement.objects.bulk_create(rows)
+    cmdb_placements_write(close_ids=run.placements_close, opened=rows, at=run.now)

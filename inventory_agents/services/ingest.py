@@ -17,6 +17,7 @@ from django.db import IntegrityError, OperationalError
 from django.utils import timezone
 
 from cmdb.models import Node
+from cmdb.services.changelog import tracked_update
 from gpuops.context import ChangeSource, change_context
 
 from ..conf import setting
@@ -108,7 +109,7 @@ def report_ingest(*, token: AgentToken, body: bytes) -> IngestResult:
                                   "detail": "A newer report of this node was applied already."})
     if _is_unchanged(node, observed, now):
         # The cheap path: nothing to reconcile, liveness only (no change record, no version bump).
-        Node.objects.filter(pk=node.pk).update(last_seen_at=now)
+        tracked_update(Node.objects.filter(pk=node.pk), last_seen_at=now)
         node.last_seen_at = now
         signal_send(report_received, node=node, status="unchanged")
         return IngestResult(200, {"status": "unchanged", "node": node.hostname,

@@ -10,7 +10,7 @@ from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from cmdb.models import Node, NodeStatus
-from cmdb.services.changelog import records_for_bulk, records_write
+from cmdb.services.changelog import tracked_update
 
 from ..conf import setting
 from ..models import Report
@@ -41,13 +41,9 @@ def nodes_flag_stale(*, now: dt.datetime | None = None, stale_after_minutes: int
             )
             if not batch:
                 return flagged
-            befores = [(n.snapshot(), n) for n in batch]
-            for node in batch:
-                node.is_stale = True
-            Node.objects.filter(pk__in=[n.pk for n in batch], last_seen_at__lt=cutoff).update(
-                is_stale=True, version=F("version") + 1, updated_at=now)
-            records_write(records_for_bulk(updated=befores,
-                                           reason=f"agent silent for more than {minutes} minutes"))
+            # The UPDATE re-checks last_seen_at (a report that landed in between wins).
+            tracked_update(Node.objects.filter(last_seen_at__lt=cutoff), objs=batch, is_stale=True, updated_at=now,
+                           reason=f"agent silent for more than {minutes} minutes")
             flagged += len(batch)
         if len(batch) < BATCH:
             return flagged

@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from cmdb.models import DriverPackage, InstalledSoftware, LinkState, Nic, NicKind, NicPort
+from cmdb.services.changelog import tracked_bulk_update
 
 from .normalize import NicObs
 from .passes import Pass, bulk_save
@@ -153,5 +154,6 @@ class SoftwareStep:
             InstalledSoftware.objects.bulk_create(new)
             run.created += new
         if changed:
-            InstalledSoftware.objects.bulk_update(changed, ["version", "package", "updated_at"])
+            # record=False: run.track() queued their records for the pass's one INSERT.
+            tracked_bulk_update([({}, row) for row in changed], ["version", "package", "updated_at"], record=False)
         run.summary["software_changed"] += len(new) + len(changed)

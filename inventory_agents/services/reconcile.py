@@ -19,7 +19,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from cmdb.models import Accelerator, Node, NodeStatus
-from cmdb.services.changelog import records_for_bulk, records_write
+from cmdb.services.changelog import records_for_bulk, records_write, tracked_update
 
 from ..models import AgentState, AgentToken, Report, ReportStatus
 from ..signals import report_applied, report_received, signal_send
@@ -81,7 +81,7 @@ def _write_cards(run: Pass, new_cards: list[Accelerator]) -> None:
     written = {obj.pk for obj in bulk_save(Accelerator, pairs, run.now, always=("last_seen_at",))}
     seen = [obj.pk for _, obj in pairs if obj.pk not in written and obj.last_seen_at == run.now]
     if seen:
-        Accelerator.objects.filter(pk__in=seen).update(last_seen_at=run.now)
+        tracked_update(Accelerator.objects.filter(pk__in=seen), last_seen_at=run.now)
     if new_cards:
         Accelerator.objects.bulk_create(new_cards)
         run.created += new_cards
@@ -161,7 +161,7 @@ def report_apply(*, node_id: int, observed: Observed, report: Report, token: Age
         else:
             AgentState.objects.filter(pk=node.pk).update(reports_applied=F("reports_applied") + 1, **state_values)
         if token is not None:
-            AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
+            tracked_update(AgentToken.objects.filter(pk=token.pk), last_used_at=now)
         book.hooks_call(report.correlation_id)
         signal_send(report_applied, node=node, report_id=report.id, observed=observed)
         transaction.on_commit(functools.partial(signal_send, report_received, node=node, status="applied"))

@@ -17,6 +17,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from cmdb.models import Node, NodeStatus
+from cmdb.services.changelog import tracked_update
 
 from ..models import AgentToken, EnrollmentToken
 from .identity import clean_serial
@@ -176,5 +177,5 @@ def node_enroll(*, enrollment_token: str, hostname: str, serial_raw: str | None)
         if serial and not node.serial.startswith(UNKNOWN_SERIAL_PREFIX) and node.serial != serial:
             raise EnrollmentRefused(f"{hostname} is registered with another serial.", 409)
     issued = agent_token_issue(node=node, description=f"enrolled with {enroller.name}", revoke_others=False)
-    EnrollmentToken.objects.filter(pk=enroller.pk).update(uses=enroller.uses + 1)
+    tracked_update(EnrollmentToken.objects.filter(pk=enroller.pk), uses=enroller.uses + 1)
     return Enrollment(node=node, issued=issued, created=created)

@@ -25,14 +25,14 @@ from typing import Any
 from django.db import models
 
 from cmdb.models import Accelerator, AcceleratorLifecycle, MovementKind, Node, NodeStatus
-from cmdb.services.nodes import nodes_set_status
+from cmdb.services.nodes import node_cluster_clear, node_unrack, nodes_set_status
 from cmdb.services.stock import accelerator_out_of_stock, accelerator_to_stock
 from integrations.schedulers import scheduler_for
 
 from ..conf import workflows_setting
 from ..declarations import ApprovalRule, Field, PlannedChange, Transition, Workflow, step
 from ..models import Ticket
-from ..services.cmdb_writes import node_cluster_clear, node_unrack, warehouse_for
+from ..services.cmdb_writes import warehouse_for
 from ..steps import Done, Failed, StepContext, StepOutcome
 from .common import drain_reason, holdings_release, node_drain, reservation_ref, scheduler_node
 

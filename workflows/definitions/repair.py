@@ -34,20 +34,21 @@ from typing import Any
 from django.db import models
 
 from cmdb.models import Accelerator, AcceleratorModel, MovementKind, Node, StockLocation, StockReservation
-from cmdb.services.stock import NoSpareError, accelerator_out_of_stock, reservation_issue, spare_reserve
+from cmdb.services.health import health_events_resolve
+from cmdb.services.stock import (
+    NoSpareError,
+    accelerator_out_of_stock,
+    accelerator_receive,
+    reservation_issue,
+    spare_reserve,
+)
 from inventory_agents.services.liveness import cards_last_seen
 
 from ..conf import workflows_setting
 from ..declarations import Field, Transition, Workflow, step
 from ..engine import GuardError, link_add
 from ..models import LinkRole, ProcurementNeed, Ticket
-from ..services.cmdb_writes import (
-    accelerator_receive,
-    health_events_resolve,
-    procurement_need_open,
-    procurement_needs_close,
-    warehouse_for,
-)
+from ..services.cmdb_writes import procurement_need_open, procurement_needs_close, warehouse_for
 from ..steps import Done, Failed, StepContext, StepOutcome, WaitForEvent, node_reported_key
 from .common import holdings_release, node_drain, node_resume, reservation_ref
 

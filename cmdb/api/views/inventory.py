@@ -19,6 +19,7 @@ from ...selectors import change_list, node_history
 from ...services.nodes import node_cordon, node_uncordon
 from .. import serializers as s
 from ..base import CmdbReadOnlyViewSet, CmdbViewSet
+from ..writers import override_requested
 
 # --- locations and organisation --------------------------------------------------------------------------------
 
@@ -141,7 +142,8 @@ class NodeViewSet(CmdbViewSet):
         with transaction.atomic():
             node = self.get_object()
             check_if_match(request, self.lock([node.pk])[node.pk])
-            node = node_cordon(node=node, reason=body.validated_data["reason"])
+            node = node_cordon(node=node, reason=body.validated_data["reason"],
+                               override_hold=override_requested(request))
         return self._respond(self.refetch([node])[0])
 
     @action(detail=True, methods=["post"], filter_backends=[])
@@ -149,7 +151,7 @@ class NodeViewSet(CmdbViewSet):
         with transaction.atomic():
             node = self.get_object()
             check_if_match(request, self.lock([node.pk])[node.pk])
-            node = node_uncordon(node=node)
+            node = node_uncordon(node=node, override_hold=override_requested(request))
         return self._respond(self.refetch([node])[0])
 
 

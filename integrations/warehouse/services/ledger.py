@@ -25,21 +25,20 @@ from cmdb.models import (
     Accelerator,
     AcceleratorLifecycle,
     AcceleratorModel,
-    AcceleratorPlacement,
     MovementKind,
     Node,
     PartItem,
     PartItemStatus,
     PartModel,
     PlacementKind,
-    ReservationStatus,
     Site,
     StockLocation,
     StockLocationKind,
     StockMovement,
 )
-from cmdb.services.accelerators import accelerator_place, placement_build
+from cmdb.services.accelerators import accelerator_place, placement_build, placements_write
 from cmdb.services.changelog import records_for_bulk, records_write
+from cmdb.services.stock import card_lock, card_not_reserved, reason_require
 from gpuops.context import current_context
 
 
@@ -79,9 +78,8 @@ def _sub_key(key: str | None, suffix: str) -> str | None:
     return f"{key}:{suffix}" if key else None
 
 
-def _require_reason(reason: str) -> None:
-    if not reason.strip():
-        raise ValidationError({"reason": "Say why (it is kept on the ledger)."})
+# The movement rules (a reason, the card locked, no moving a card reserved for another) are cmdb's, shared.
+_require_reason = reason_require
 
 
 # --- derived quantities -------------------------------------------------------------------------------------
@@ -152,7 +150,7 @@ def accelerators_receive(*, cards: Sequence[CardReceipt], location: StockLocatio
     # bulk_create bypasses the change-history signals; write the records the documented bulk way.
     Accelerator.objects.bulk_create(new)
     now = timezone.now()
-    AcceleratorPlacement.objects.bulk_create([placement_build(accelerator=c, note=reason, at=now) for c in new])
+    placements_write(opened=[placement_build(accelerator=c, note=reason, at=now) for c in new], at=now)
     StockMovement.objects.bulk_create([
         movement_build(kind=MovementKind.RECEIVE, quantity=1, location=location, accelerator=c, reason=reason,
                        ticket_ref=ticket_ref, idempotency_key=f"{key_prefix}:{c.serial}") for c in new])
@@ -160,15 +158,8 @@ def accelerators_receive(*, cards: Sequence[CardReceipt], location: StockLocatio
     return new
 
 
-def _card_locked(card: Accelerator) -> Accelerator:
-    return Accelerator.objects.select_for_update().get(pk=card.pk)
-
-
-def _not_reserved(card: Accelerator, allow_reserved_for: str = "") -> None:
-    active = card.reservations.filter(status=ReservationStatus.ACTIVE).exclude(reserved_for=allow_reserved_for or "-")
-    holder = active.values_list("reserved_for", flat=True).first()
-    if holder:
-        raise ValidationError({"accelerator": f"{card} is reserved for {holder}; release the reservation first."})
+_card_locked = card_lock
+_not_reserved = card_not_reserved
 
 
 @transaction.atomic
