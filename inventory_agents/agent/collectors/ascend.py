@@ -283,7 +283,9 @@ def _card(
     chip_names = [c["name"] for c in chip_list if c.get("name")]
     model_raw = _model(chip_names[0] if chip_names else table.get("name"))
     model = model_raw
-    device_id = (board.get("PCI Device ID") or "").lower().replace("0x", "")
+    device_id = (board.get("PCI Device ID") or "").strip().lower().replace("0x", "")
+    if not re.fullmatch(r"[0-9a-f]{4}", device_id):
+        device_id = ""  # a cut or garbled line ("0xD80") names no device
     if is_masked_text(model_raw):
         model = _MODEL_BY_DEVICE_ID.get(device_id)
     serial, serial_raw = clean_serial(board.get("Serial Number"))

@@ -156,3 +156,10 @@ def test_double_bit_errors_degrade_an_ok_card():
     card = {"health": {"health_raw": "OK", "error_codes": [], "ecc_hbm_dbe": 2}}
     ascend.grade(card)
     assert card["health"]["status"] == "degraded"
+
+
+def test_a_cut_pci_device_id_names_no_device(npu, report_validator):
+    board = npu["board"].replace("0xD801", "0xD80")
+    report, _ = build_report(DictSource({"npu-smi-info.txt": npu["table"], "npu-smi-board-7.txt": board}))
+    assert_valid(report_validator, report)
+    assert all(card["pci_device_id"] is None for card in report["accelerators"])
