@@ -101,10 +101,8 @@ def _read_body(request: Request) -> bytes | None:
         stream = environ.get("wsgi.input")
         if stream is None:
             return b""
-        if environ.get("wsgi.input_terminated"):
-            body = stream.read(limit + 1)  # the server de-chunked it and ends the stream (gunicorn, mod_wsgi)
-        else:
-            body = _dechunk(stream, limit)
+        # wsgi.input_terminated: the server de-chunked the body and ends the stream (gunicorn, mod_wsgi).
+        body = stream.read(limit + 1) if environ.get("wsgi.input_terminated") else _dechunk(stream, limit)
         return None if body is None or len(body) > limit else body
     body = request._request.read(limit + 1)
     return None if len(body) > limit else body

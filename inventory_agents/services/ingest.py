@@ -81,8 +81,8 @@ def _check_clock(observed: Observed, now: dt.datetime) -> None:
     if observed.collected_at is not None and observed.collected_at > now + skew:
         ahead = int((observed.collected_at - now).total_seconds())
         raise ReportProblem(400, "clock_skew",
-                            f"collected_at is {ahead} s ahead of the server's clock; at most {int(skew.total_seconds())} "
-                            "s are accepted. Fix the node's clock (NTP).",
+                            f"collected_at is {ahead} s ahead of the server's clock; at most "
+                            f"{int(skew.total_seconds())} s are accepted. Fix the node's clock (NTP).",
                             errors=[{"path": "$.collected_at", "message": f"{ahead} s in the future"}])
 
 
