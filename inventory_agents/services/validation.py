@@ -150,10 +150,15 @@ class _SchemaCache:
 _schemas = _SchemaCache()
 
 
+def _no_constant(name: str) -> None:
+    # Python reads NaN / Infinity, which JSON does not have: the database refuses them in a JSON column.
+    raise ValueError(f"{name} is not JSON")
+
+
 def report_parse(body: bytes) -> dict[str, Any]:
     """JSON object from the body, or ReportProblem(400, malformed_json)."""
     try:
-        payload = json.loads(body)
+        payload = json.loads(body, parse_constant=_no_constant)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ReportProblem(400, "malformed_json", f"The body is not valid JSON: {exc}") from None
     except RecursionError:

@@ -155,3 +155,9 @@ def test_chunked_report_beyond_the_limit_is_413(node, token, settings):
     request.META.pop("CONTENT_LENGTH", None)
     request.META["wsgi.input"] = io.BytesIO(_chunked(body))
     assert ReportsView.as_view()(request).status_code == 413
+
+
+def test_infinity_is_malformed_json_not_a_500(node, token, post):
+    body = json.dumps(report_of(node)).replace('"memory_gib": 2048', '"memory_gib": Infinity').encode()
+    response = post(body, token)
+    assert response.status_code == 400 and response.json()["error"] == "malformed_json"
