@@ -29,7 +29,7 @@ from .conf import setting
 from .models import AgentToken, Report
 from .services.ingest import report_ingest, report_too_large
 from .services.tokens import EnrollmentRefused, agent_token_authenticate, node_enroll
-from .services.validation import ReportProblem, report_parse
+from .services.validation import ReportProblem, report_parse, report_text_check
 
 # The agent sends "Token" (inventory_agents/agent/transport.py); "Bearer" is accepted as well.
 KEYWORDS = (b"token", b"bearer")
@@ -95,8 +95,38 @@ def _read_body(request: Request) -> bytes | None:
         declared = 0
     if declared > limit:
         return None
+    environ = request._request.META
+    if not declared and "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
+        # Django reads nothing without a Content-Length (its stream is limited to 0 bytes): take the WSGI input.
+        stream = environ.get("wsgi.input")
+        if stream is None:
+            return b""
+        # wsgi.input_terminated: the server de-chunked the body and ends the stream (gunicorn, mod_wsgi).
+        body = stream.read(limit + 1) if environ.get("wsgi.input_terminated") else _dechunk(stream, limit)
+        return None if body is None or len(body) > limit else body
     body = request._request.read(limit + 1)
     return None if len(body) > limit else body
+
+
+def _dechunk(stream: Any, limit: int) -> bytes | None:
+    """Decode `Transfer-Encoding: chunked` from a raw WSGI input (servers that pass the framing through, such
+    as wsgiref), reading at most `limit` bytes of data. None: larger than the limit; a broken frame ends it."""
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        line = stream.readline(1026)
+        try:
+            length = int(line.split(b";", 1)[0].strip() or b"x", 16)
+        except ValueError:
+            break  # not a chunk header: what came so far is the body (the JSON check refuses half a report)
+        if length == 0:
+            break
+        size += length
+        if size > limit:
+            return None
+        parts.append(stream.read(length))
+        stream.readline(3)  # the CRLF after the chunk
+    return b"".join(parts)
 
 
 class EnrollView(_JsonErrorsMixin, APIView):
@@ -117,6 +147,7 @@ class EnrollView(_JsonErrorsMixin, APIView):
             return _error(413, "report_too_large", "The body is too large.")
         try:
             payload = report_parse(body)
+            report_text_check(payload, body)
         except ReportProblem as problem:
             return Response(problem.as_json(), status=problem.status)
         system = payload.get("system") if isinstance(payload.get("system"), dict) else {}

@@ -18,6 +18,9 @@ DEFAULTS: dict[str, Any] = {
     "AGENT_REPORTS_KEEP_PER_NODE": 10,
     # NVIDIA retires at most 64 pages per GPU; at 60 the card is due for RMA (NVIDIA dynamic page retirement).
     "AGENT_RETIRED_PAGES_LIMIT": 60,
+    # A report collected further than this in the future is refused (400 clock_skew): applied, it would make
+    # every genuine report after it look older ("superseded") until the clock caught up, and the node go stale.
+    "AGENT_MAX_CLOCK_SKEW_MINUTES": 10,
 }
 
 

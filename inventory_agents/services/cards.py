@@ -194,6 +194,17 @@ def cards_reconcile(run: Pass) -> list[Accelerator]:
 def _match(run: Pass, matcher: CardMatcher, obs: CardObs, claimed: set[int]) -> Accelerator | bool | None:
     """The CMDB card for `obs`; None: new card; False: not to be touched (a conflict was recorded)."""
     card = matcher.by_serial.get(obs.serial) if obs.serial else None
+    if not _slot_exists(run, obs):
+        # A slot the server model does not have: placed there, the card would be flagged missing (and the node
+        # drained) by the next report. Nothing moves or is created; the rest of the report applies.
+        card = card or (matcher.by_uuid.get(obs.uuid) if obs.uuid else None)
+        if card is not None and card.node_id == run.node.pk:
+            claimed.add(card.pk)  # it is in this node, wherever: not missing, and left where the CMDB has it
+        conflict_signal(run, "slot_out_of_range", obs.identity or f"slot:{obs.index}",
+                        f"{obs.path}: {obs.identity or 'a card'} is reported in slot {obs.index} of "
+                        f"{run.node.hostname}, whose model has {run.node.server_model.accelerator_slots} "
+                        "accelerator slots; left unchanged.")
+        return False
     if card is None and obs.uuid:
         card = matcher.by_uuid.get(obs.uuid)
         if card is not None and card.serial and obs.serial and card.serial != obs.serial:
@@ -219,6 +230,12 @@ def _match(run: Pass, matcher: CardMatcher, obs: CardObs, claimed: set[int]) -> 
                         f"{obs.path}: {obs.identity} is reported in {run.node.hostname} slot {obs.index} but the "
                         f"CMDB has it {card.get_lifecycle_display().lower()} (card #{card.pk}); left unchanged.")
         return False
+    if card.node_id != run.node.pk and card.site_id and card.site_id != run.node.site_id:
+        # Cards change sites through shipping (stock, warehouse), never by a node's word alone.
+        conflict_signal(run, "serial_at_other_site", obs.identity or "",
+                        f"{obs.path}: {obs.identity} is reported in {run.node.hostname} slot {obs.index} but the "
+                        f"CMDB has it at another site (card #{card.pk}); left unchanged.")
+        return False
     if obs.serial and card.serial != obs.serial:
         card.serial = obs.serial  # matched by UUID: the serial became readable
     if obs.uuid and card.uuid != obs.uuid:
@@ -229,6 +246,12 @@ def _match(run: Pass, matcher: CardMatcher, obs: CardObs, claimed: set[int]) -> 
         else:
             card.uuid = obs.uuid
     return card
+
+
+def _slot_exists(run: Pass, obs: CardObs) -> bool:
+    """Is the reported index a slot of the node's server model (0 slots recorded: the model does not say)?"""
+    slots = run.node.server_model.accelerator_slots if run.node.server_model_id else 0
+    return obs.index is None or not slots or 0 <= obs.index < slots
 
 
 def _create(run: Pass, new_obs: list[CardObs]) -> list[Accelerator]:
@@ -273,21 +296,32 @@ def _flag_missing(run: Pass, matcher: CardMatcher, claimed: set[int], taken_slot
         if card.pk in claimed or card.lifecycle != AcceleratorLifecycle.INSTALLED:
             continue
         run.track(card)
-        replaced = card.slot_index is not None and card.slot_index in taken_slots
+        # No slot (left so by an older server, or an edit) means no place in this node either: such a card was
+        # graded missing, failed and sent to the repair workflow, which cannot repair a card in no slot.
+        replaced = card.slot_index is None or card.slot_index in taken_slots
         if not card.is_missing:
             run.summary["cards_replaced" if replaced else "cards_missing"] += 1
         card.is_missing = True
         slot = card.slot_index
         if replaced:
             # Another card sits in its slot now: a swap (usually a repair), not a card that vanished in place.
-            # The card is somewhere else and must be accounted for (stock, RMA), which is drift, not a failure.
-            card.slot_index = None
+            # The card is somewhere else and must be accounted for (stock, RMA), which is drift, not a failure:
+            # it leaves the node (in transit, with a placement row) until it is seen or booked somewhere.
+            _take_out(run, card)
             signal = Signal("replaced", "", f"{card} was replaced in {run.node.hostname} slot {slot} by another "
                             "card; record where it went", (f"replaced:{card.pk}",))
         else:
             signal = Signal("missing", "", f"{card} (slot {slot}) is missing from {run.node.hostname}'s report",
                             (f"missing:{card.pk}",))
         run.signals.append(PendingSignal(signal=signal, vendor_id=card.model.vendor_id, accelerator=card))
+
+
+def _take_out(run: Pass, card: Accelerator) -> None:
+    """The displaced card out of the node, in transit: its open placement closes and an in-transit one opens."""
+    run.placements_close.append(card.pk)
+    card.node, card.slot_index, card.lifecycle = None, None, AcceleratorLifecycle.IN_TRANSIT
+    run.placements_new.append(placement_build(accelerator=card, at=run.now,
+                                              note=f"displaced from {run.node.hostname} (another card in its slot)"))
 
 
 def placements_write(run: Pass, new_cards: list[Accelerator]) -> None:

@@ -9,8 +9,10 @@ resolves the event. Warnings only degrade a card while they are being reported.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
+from django.db import transaction
 from django.db.models import Q
 
 from cmdb.hooks import AcceleratorFailure, accelerator_failed
@@ -27,6 +29,7 @@ NOT_HEALTH = frozenset({"conflict", "collector"})
 FOUND_AGAIN = frozenset({"missing", "replaced"})
 # Occurrence fingerprints (Xids) stay remembered across reports; condition fingerprints only while reported.
 REMEMBERED_OCCURRENCES = 500
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -191,14 +194,44 @@ class EventBook:
         if self.changed:
             HealthEvent.objects.bulk_update(list(self.changed.values()), EVENT_UPDATE_FIELDS)
 
-    def hooks_call(self, correlation_id: str) -> None:
-        """Tell the workflows (repair tickets) about every card a new severe event failed, once per event."""
+    def hooks_call(self, correlation_id: str) -> list[dict[str, str]]:
+        """Tell the workflows (repair tickets) about every card a new severe event failed, once per event.
+
+        Each call runs in a savepoint: a receiver that raises (a guard refusing the ticket) loses only its own
+        writes and never the report, which would otherwise fail on every report of the node from then on. The
+        failures are logged and returned as report errors, so an operator sees the card that got no ticket."""
+        if not self.failures:
+            return []
+        try:
+            # One savepoint for all (two statements whatever the number of cards); only when a receiver raises
+            # is every call run again in its own savepoint, to keep the ones that work.
+            with transaction.atomic():
+                for failure in self.failures:
+                    self._hook(failure, correlation_id)
+            self.run.summary["hooks_called"] += len(self.failures)
+            return []
+        except Exception:
+            logger.warning("a failed-card hook raised for %s; calling each on its own", self.run.node.hostname)
+        problems: list[dict[str, str]] = []
         for failure in self.failures:
             event = failure.event
-            accelerator_failed(AcceleratorFailure(
-                accelerator_id=failure.card.pk, node_id=self.run.node.pk, health_event_id=event.pk, kind=event.kind,
-                code=event.code, message=event.message, is_repeat=failure.is_repeat,
-                extra={"report_id": correlation_id, "severity": event.severity, "action": event.action,
-                       "hostname": self.run.node.hostname},
-            ))
+            try:
+                with transaction.atomic():
+                    self._hook(failure, correlation_id)
+            except Exception as exc:  # any receiver's error: recorded, the report still applies
+                logger.exception("failed-card hook for card %s (event %s) raised", failure.card.pk, event.pk)
+                self.run.summary["hooks_failed"] += 1
+                problems.append({"path": "$", "message": f"failed-card hook for {failure.card} (event {event.pk}, "
+                                 f"{event.kind} {event.code}) raised {type(exc).__name__}: {exc}"[:500]})
+                continue
             self.run.summary["hooks_called"] += 1
+        return problems
+
+    def _hook(self, failure: Failure, correlation_id: str) -> None:
+        event = failure.event
+        accelerator_failed(AcceleratorFailure(
+            accelerator_id=failure.card.pk, node_id=self.run.node.pk, health_event_id=event.pk, kind=event.kind,
+            code=event.code, message=event.message, is_repeat=failure.is_repeat,
+            extra={"report_id": correlation_id, "severity": event.severity, "action": event.action,
+                   "hostname": self.run.node.hostname},
+        ))

@@ -24,8 +24,8 @@ from ..conf import setting
 from ..models import AgentToken, Report, ReportStatus
 from ..signals import report_received, signal_send
 from .normalize import Observed, report_normalize
-from .reconcile import node_status_allows_reports, report_apply
-from .validation import ReportProblem, report_parse, report_validate
+from .reconcile import node_status_allows_reports, report_apply, report_is_superseded
+from .validation import ReportProblem, report_parse, report_text_check, report_validate, storable
 
 logger = logging.getLogger(__name__)
 ATTEMPTS = 3
@@ -43,10 +43,10 @@ def _reject(node: Node, problem: ReportProblem, *, size: int, payload: dict[str,
     """Store the refused report (errors, and the payload when it parsed) and answer with the problem."""
     report = Report.objects.create(
         node=node, received_at=received_at, status=ReportStatus.REJECTED, size_bytes=size,
-        schema=str((payload or {}).get("schema") or "")[:64],
-        agent_version=str((payload or {}).get("agent_version") or "")[:32],
-        payload=payload if problem.status != 413 else None,
-        errors=problem.errors or [{"path": "$", "message": problem.message}],
+        schema=storable(str((payload or {}).get("schema") or ""))[:64],
+        agent_version=storable(str((payload or {}).get("agent_version") or ""))[:32],
+        payload=storable(payload) if problem.status != 413 else None,
+        errors=storable(problem.errors) or [{"path": "$", "message": problem.message}],
     )
     body = problem.as_json()
     body["report_id"] = str(report.id)
@@ -75,6 +75,18 @@ def _is_unchanged(node: Node, observed: Observed, now: dt.datetime) -> bool:
     return state.last_full_at is not None and state.last_full_at > horizon
 
 
+def _check_clock(observed: Observed, now: dt.datetime) -> None:
+    """Refuse a report collected in the future beyond AGENT_MAX_CLOCK_SKEW_MINUTES: once applied, every genuine
+    report after it would be older, hence superseded, and the node would go stale until its clock caught up."""
+    skew = dt.timedelta(minutes=setting("AGENT_MAX_CLOCK_SKEW_MINUTES"))
+    if observed.collected_at is not None and observed.collected_at > now + skew:
+        ahead = int((observed.collected_at - now).total_seconds())
+        raise ReportProblem(400, "clock_skew",
+                            f"collected_at is {ahead} s ahead of the server's clock; at most "
+                            f"{int(skew.total_seconds())} s are accepted. Fix the node's clock (NTP).",
+                            errors=[{"path": "$.collected_at", "message": f"{ahead} s in the future"}])
+
+
 def report_ingest(*, token: AgentToken, body: bytes) -> IngestResult:
     """Handle one report body posted with `token` (already authenticated, its node loaded with agent_state)."""
     started = time.monotonic()
@@ -86,6 +98,7 @@ def report_ingest(*, token: AgentToken, body: bytes) -> IngestResult:
     payload: dict[str, Any] | None = None
     try:
         payload = report_parse(body)
+        report_text_check(payload, body)
         schema = report_validate(payload)
         hostname = str(payload.get("hostname") or "").strip().lower()
         if hostname and not same_host(hostname, node.hostname.lower()):
@@ -93,20 +106,20 @@ def report_ingest(*, token: AgentToken, body: bytes) -> IngestResult:
                                 f"This token belongs to {node.hostname}; the report is for {hostname!r}.",
                                 errors=[{"path": "$.hostname", "message": "not the token's node"}])
         observed = report_normalize(payload, schema)
+        _check_clock(observed, now)
     except ReportProblem as problem:
         return _reject(node, problem, size=len(body), payload=payload, received_at=now)
 
     state = getattr(node, "agent_state", None)
-    if (state is not None and state.last_collected_at and observed.collected_at
-            and observed.collected_at < state.last_collected_at):
+    if report_is_superseded(state, observed):
         # Replayed from the agent's spool after a newer report was applied: applying it would roll the CMDB
-        # back (a moved card would move back). Kept for the record, answered 200 so the agent drops it.
+        # back (a moved card would move back). Kept for the record, answered 200 so the agent drops it. This
+        # early answer reads the state loaded with the token; report_apply checks again under the node lock.
         report = Report.objects.create(
             node=node, received_at=now, collected_at=observed.collected_at, schema=observed.schema,
             agent_version=observed.agent_version, report_hash=observed.digest, size_bytes=len(body),
             status=ReportStatus.SUPERSEDED, payload=payload)
-        return IngestResult(200, {"status": "superseded", "node": node.hostname, "report_id": str(report.id),
-                                  "detail": "A newer report of this node was applied already."})
+        return _superseded(node, report)
     if _is_unchanged(node, observed, now):
         # The cheap path: nothing to reconcile, liveness only (no change record, no version bump).
         tracked_update(Node.objects.filter(pk=node.pk), last_seen_at=now)
@@ -137,8 +150,15 @@ def report_ingest(*, token: AgentToken, body: bytes) -> IngestResult:
         except Exception as exc:  # a database error or a hook receiver's: the pass rolled back whole
             logger.exception("report for %s failed", node.hostname)
             return _failed(node, report, exc, status=500)
+    if report.status == ReportStatus.SUPERSEDED:
+        return _superseded(node, report)
     return IngestResult(200, {"status": "applied", "node": node.hostname, "report_id": str(report.id),
                               "summary": summary})
+
+
+def _superseded(node: Node, report: Report) -> IngestResult:
+    return IngestResult(200, {"status": "superseded", "node": node.hostname, "report_id": str(report.id),
+                              "detail": "A newer report of this node was applied already."})
 
 
 def _failed(node: Node, report: Report, exc: Exception, *, status: int) -> IngestResult:

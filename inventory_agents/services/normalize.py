@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from cmdb.models import DriverComponent, LinkState
@@ -393,10 +394,15 @@ def report_normalize(payload: dict[str, Any], schema: str) -> Observed:
         raise ReportProblem(400, "invalid_report", "The report names no host.",
                             errors=[{"path": "$.hostname", "message": "a hostname is required"}])
     collected = payload.get("collected_at")
-    collected_at = parse_datetime(collected) if isinstance(collected, str) else None
+    try:
+        collected_at = parse_datetime(collected) if isinstance(collected, str) else None
+    except ValueError:  # well-formed but impossible (month 13, hour 25): parse_datetime raises instead of None
+        collected_at = None
     if isinstance(collected, str) and collected_at is None:
         raise ReportProblem(400, "invalid_report", "collected_at is not an ISO 8601 date-time.",
-                            errors=[{"path": "$.collected_at", "message": f"{collected!r} is not a date-time"}])
+                            errors=[{"path": "$.collected_at", "message": f"{collected[:64]!r} is not a date-time"}])
+    if collected_at is not None and timezone.is_naive(collected_at):
+        collected_at = timezone.make_aware(collected_at, dt.UTC)  # the schema asks for Z; the fallback does not
     observed = Observed(
         schema=schema, hostname=_text(payload.get("hostname"), 253).lower(), collected_at=collected_at,
         agent_version=_text(payload.get("agent_version"), 32), node_facts=_node_facts(system),

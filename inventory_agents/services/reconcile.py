@@ -3,8 +3,8 @@
 Order inside the transaction (the number of statements does not depend on the number of cards or ports):
 lock node -> lock the cards the report can touch -> policies, open events, NICs, software -> compute in memory ->
 write cards (slots cleared first, one bulk_update, one bulk_create), placements, events, NICs, software, the
-node, change records, the report row and the node's ingest state -> call the failed-card hook for new severe
-events (its receivers only register on-commit work).
+node, change records, the failed-card hook for new severe events (each call in a savepoint: a receiver's error
+is stored on the report, never rolls it back), the report row and the node's ingest state.
 """
 
 from __future__ import annotations
@@ -115,6 +115,7 @@ def _records(run: Pass, correlation_id: str) -> int:
 def report_apply(*, node_id: int, observed: Observed, report: Report, token: AgentToken | None,
                  now: dt.datetime | None = None, started: float | None = None) -> dict[str, int]:
     """Reconcile `observed` into the CMDB for node `node_id`; store `report` (status applied). Returns the summary.
+    A report older than the last applied one (checked under the lock) is stored as superseded, nothing applied.
 
     Runs in one transaction under a row lock of the node, so concurrent reports of one node apply one after the
     other and the second sees the first's result. Raises on database errors (the caller retries transient ones).
@@ -125,6 +126,12 @@ def report_apply(*, node_id: int, observed: Observed, report: Report, token: Age
         # Read after the lock, in its own statement: a report that waited for the lock must see the state the
         # previous one committed (a row joined into the locking query would come from the older snapshot).
         state = AgentState.objects.filter(node_id=node_id).first()
+        if report_is_superseded(state, observed):
+            # The check before the lock saw an older state: a newer report of this node committed while this one
+            # waited. Applying it now would move the CMDB (and last_collected_at) backwards.
+            report.status = ReportStatus.SUPERSEDED
+            report.save(force_insert=True)
+            return {}
         run = Pass(node=node, observed=observed, now=now, policies=PolicyBook.load(),
                    known_fingerprints=frozenset(state.signal_fingerprints if state else []))
         node_before = node.snapshot()
@@ -146,6 +153,8 @@ def report_apply(*, node_id: int, observed: Observed, report: Report, token: Age
         if run.invalidate_nodes:
             AgentState.objects.filter(node_id__in=run.invalidate_nodes).update(last_hash="")
         run.summary["records"] = _records(run, report.correlation_id)
+        # Before the report row, so a receiver's failure is stored on it (the hook runs in a savepoint).
+        report.errors = book.hooks_call(report.correlation_id)
 
         report.status = ReportStatus.APPLIED
         report.summary = dict(run.summary)
@@ -162,10 +171,15 @@ def report_apply(*, node_id: int, observed: Observed, report: Report, token: Age
             AgentState.objects.filter(pk=node.pk).update(reports_applied=F("reports_applied") + 1, **state_values)
         if token is not None:
             tracked_update(AgentToken.objects.filter(pk=token.pk), last_used_at=now)
-        book.hooks_call(report.correlation_id)
         signal_send(report_applied, node=node, report_id=report.id, observed=observed)
         transaction.on_commit(functools.partial(signal_send, report_received, node=node, status="applied"))
     return dict(run.summary)
+
+
+def report_is_superseded(state: AgentState | None, observed: Observed) -> bool:
+    """Is `observed` older than the last applied report of its node (a spool replay, or the loser of a race)?"""
+    return bool(state is not None and state.last_collected_at and observed.collected_at
+                and observed.collected_at < state.last_collected_at)
 
 
 def node_status_allows_reports(node: Node) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,15 +150,73 @@ class _SchemaCache:
 _schemas = _SchemaCache()
 
 
+def _no_constant(name: str) -> None:
+    # Python reads NaN / Infinity, which JSON does not have: the database refuses them in a JSON column.
+    raise ValueError(f"{name} is not JSON")
+
+
 def report_parse(body: bytes) -> dict[str, Any]:
     """JSON object from the body, or ReportProblem(400, malformed_json)."""
     try:
-        payload = json.loads(body)
+        payload = json.loads(body, parse_constant=_no_constant)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ReportProblem(400, "malformed_json", f"The body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ReportProblem(400, "malformed_json", "The body is nested too deeply.") from None
     if not isinstance(payload, dict):
         raise ReportProblem(400, "malformed_json", "The body must be a JSON object.")
     return payload
+
+
+# NUL and unpaired surrogates: valid JSON escapes, but PostgreSQL refuses them in text and jsonb (and psycopg
+# cannot even encode a lone surrogate), so a report carrying one would fail at the first write.
+_BAD_TEXT = re.compile("[\x00\ud800-\udfff]")
+
+
+def _bad_strings(value: Any, path: list, out: list[dict[str, str]]) -> None:
+    if isinstance(value, str):
+        if _BAD_TEXT.search(value):
+            kind = "a NUL character" if "\x00" in value else "an unpaired UTF-16 surrogate"
+            out.append({"path": json_path(path), "message": f"the string contains {kind}"})
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if _BAD_TEXT.search(key):
+                out.append({"path": json_path(path), "message": "a key contains a NUL or an unpaired surrogate"})
+            _bad_strings(item, [*path, storable(key)], out)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _bad_strings(item, [*path, i], out)
+
+
+def report_text_check(payload: dict[str, Any], body: bytes) -> None:
+    """Refuse strings the database cannot store (ReportProblem(400, invalid_text) with each field's path).
+
+    Such characters reach a parsed payload only through a `\\u` escape or raw surrogate bytes (0xED..): a body
+    without either, nearly every report, is not walked."""
+    if b"\\u" not in body and b"\xed" not in body:
+        return
+    errors: list[dict[str, str]] = []
+    try:
+        _bad_strings(payload, [], errors)
+    except RecursionError:
+        raise ReportProblem(400, "malformed_json", "The body is nested too deeply.") from None
+    if errors:
+        raise ReportProblem(400, "invalid_text", "The report holds strings with NUL characters or unpaired "
+                            "surrogates, which cannot be stored.", errors=errors[:MAX_ERRORS])
+
+
+def storable(value: Any) -> Any:
+    """`value` with NULs written as the text `\\u0000` and unpaired surrogates as U+FFFD, for storing a refused
+    report as it came (the database refuses both)."""
+    if isinstance(value, str):
+        if not _BAD_TEXT.search(value):
+            return value
+        return re.sub("[\ud800-\udfff]", "\ufffd", value.replace("\x00", "\\u0000"))
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [storable(v) for v in value]
+    return value
 
 
 def _error_entry(error: SchemaError) -> dict[str, str]:

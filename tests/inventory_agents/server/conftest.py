@@ -62,3 +62,10 @@ def failed_calls(monkeypatch) -> list:
     calls: list = []
     monkeypatch.setattr(hooks, "_accelerator_failed", [calls.append])
     return calls
+
+
+@pytest.fixture(autouse=True)
+def _dates_in_2030_are_later(settings) -> None:
+    """Many tests send "2030-01-01T00:00:00Z" to mean "a later collection"; the clock-skew bound is tested on its
+    own (test_ingest_trust.py sets it back), so here it allows them."""
+    settings.GPUOPS = {**getattr(settings, "GPUOPS", {}), "AGENT_MAX_CLOCK_SKEW_MINUTES": 10 * 365 * 24 * 60}

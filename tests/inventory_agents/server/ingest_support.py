@@ -12,10 +12,11 @@ from tests.factories.cmdb import AcceleratorFactory, NodeFactory
 REPORTS_URL = "/api/agent/reports/"
 
 
-def make_node(hostname: str = "gpu-0001", cards: int = 8, nics: int = 2, site=None) -> m.Node:
+def make_node(hostname: str = "gpu-0001", cards: int = 8, nics: int = 2, site=None, slots: int = 16) -> m.Node:
+    """A node whose server model has `slots` accelerator slots (reports name slots up to 15 in these tests)."""
     node = NodeFactory(hostname=hostname, serial=f"SN-{hostname}", cpu_model="Intel Xeon Platinum 8480+",
                        cpu_count=2, memory_gib=2048, os_name="Ubuntu 22.04.4 LTS", kernel="5.15.0-119-generic",
-                       **({"site": site} if site else {}))
+                       server_model__accelerator_slots=slots, **({"site": site} if site else {}))
     for slot in range(cards):
         card = AcceleratorFactory(node=node, site=node.site, slot_index=slot, serial=f"1654{hostname[-4:]}{slot:04d}",
                            uuid=f"GPU-{hostname[-4:]}{slot:04d}-7a1e-4c2b-9d3f-0a1b2c3d4e5f",

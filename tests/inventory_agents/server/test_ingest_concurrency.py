@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import threading
 
@@ -26,8 +27,13 @@ def _race(posts: list[tuple[dict, str]]) -> list[int]:
     def run(i: int, report: dict, token: str) -> None:
         try:
             barrier.wait(timeout=10)
-            response = Client().generic("POST", REPORTS_URL, json.dumps(report).encode(),
-                                        content_type="application/json", HTTP_AUTHORIZATION=f"Token {token}")
+            response = Client().generic(
+                "POST",
+                REPORTS_URL,
+                json.dumps(report).encode(),
+                content_type="application/json",
+                HTTP_AUTHORIZATION=f"Token {token}",
+            )
             statuses[i] = response.status_code
         finally:
             connection.close()
@@ -79,3 +85,34 @@ def test_two_nodes_claim_the_same_new_card_at_once():
     assert card.node_id in (a.pk, b.pk)
     assert card.placements.filter(ended_at__isnull=True).count() == 1
     assert m.Accelerator.objects.filter(serial__startswith="1654SHARED").count() == 1
+
+
+def test_twelve_reports_of_one_node_end_in_the_newest(monkeypatch):
+    """The superseded check runs under the node lock: whatever order the twelve get it, the newest wins."""
+    import time
+
+    from inventory_agents.services import ingest
+
+    def late_for_the_older(**kwargs):
+        # All twelve passed the early check; the older a report, the later it reaches the node lock.
+        time.sleep((newest - kwargs["observed"].collected_at).total_seconds() / 60 * 0.05)
+        return real_apply(**kwargs)
+
+    real_apply = ingest.report_apply
+    monkeypatch.setattr(ingest, "report_apply", late_for_the_older)
+    health_policies_ensure()
+    node = make_node("race-0012", cards=2, nics=0)
+    token = agent_token_issue(node=node).token
+    base = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(hours=1)
+    newest = base + dt.timedelta(minutes=11)
+    posts = []
+    for i in range(12):
+        report = report_of(node, collected_at=(base + dt.timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        report["system"]["kernel"] = f"6.8.0-{i}-generic"  # a different inventory each, so none is "unchanged"
+        posts.append((report, token))
+    assert _race(posts) == [200] * 12
+    assert AgentState.objects.get(node=node).last_collected_at == newest
+    node.refresh_from_db()
+    assert node.kernel == "6.8.0-11-generic"
+    statuses = dict(Report.objects.filter(node=node).values_list("collected_at", "status"))
+    assert statuses[newest] == "applied" and set(statuses.values()) <= {"applied", "superseded"}

@@ -116,7 +116,7 @@ def test_collector_error_does_not_flag_cards_missing(token, node, post):
 
 
 def test_card_moved_between_nodes_keeps_its_placement_history(token, node, post):
-    other = make_node("gpu-0002")
+    other = make_node("gpu-0002", site=node.site)  # cards change sites through shipping, not by a report
     other_token = agent_token_issue(node=other).token
     report_a, report_b = report_of(node), report_of(other)
     assert post(report_a, token).json()["status"] == "applied"
