@@ -15,7 +15,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.http import HttpRequest
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import exceptions, generics, serializers
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.permissions import BasePermission
@@ -24,6 +24,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from cmdb import permissions
+from gpuops.api.viewsets import ApiViewMixin
 
 from .conf import setting
 from .models import AgentToken, Report
@@ -153,7 +154,10 @@ class ReportDetailSerializer(ReportSerializer):
         fields = [*ReportSerializer.Meta.fields, "payload"]
 
 
-class ReportsView(_JsonErrorsMixin, generics.ListAPIView):
+@extend_schema_view(get=extend_schema(parameters=[
+    OpenApiParameter("node", str, description="Node hostname."),
+    OpenApiParameter("status", str, description="applied, rejected or failed.")]))
+class ReportsView(_JsonErrorsMixin, ApiViewMixin, generics.ListAPIView):
     """One URL, two audiences: an agent POSTs its report with its agent token; people GET the stored reports
     (newest first, `?node=<hostname>&status=applied|rejected|failed`) with their session or API token, scoped
     by site / cluster / tenant grants like the nodes themselves."""
@@ -202,7 +206,7 @@ class ReportsView(_JsonErrorsMixin, generics.ListAPIView):
         return response
 
 
-class ReportDetailView(generics.RetrieveAPIView):
+class ReportDetailView(ApiViewMixin, generics.RetrieveAPIView):
     """One stored report with its raw payload."""
 
     serializer_class = ReportDetailSerializer
