@@ -76,10 +76,13 @@ class HasAgentToken(BasePermission):
 
 
 class _JsonErrorsMixin:
-    """DRF's own errors (401, 403, 405) in the same {error, detail} shape as ours."""
+    """DRF's own errors (401, 403, 405) in the agent protocol's {error, detail} shape, for what agents send (POST);
+    people reading reports (GET) get the API's error envelope like every other list."""
 
     def handle_exception(self, exc: Exception) -> Response:
         response = super().handle_exception(exc)  # type: ignore[misc]
+        if getattr(self.request, "method", "POST") != "POST":
+            return response
         if isinstance(exc, exceptions.APIException) and isinstance(response.data, dict):
             response.data = {"error": exc.get_codes() if isinstance(exc.get_codes(), str) else "error",
                              "detail": str(exc.detail)}

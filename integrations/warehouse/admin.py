@@ -97,13 +97,15 @@ class StockOverviewAdmin(ReadOnlyAdmin):
     """Not a list of sites: one page with every site's spares against its installed base."""
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
-        sites = permissions.restrict(SiteStockOverview.objects.all(), request.user, "view")
+        # The grants are on cmdb.Site: guardian refuses a proxy model's queryset (it was a 500 for non-superusers).
+        visible = permissions.restrict(Site.objects.all(), request.user, "view")
+        sites = visible
         code = request.GET.get("site")
         if code:
             sites = sites.filter(code=code)
         lines = stock_lines(site_ids=list(sites.values_list("pk", flat=True)))
         context = {**self.admin_site.each_context(request), "title": "Stock overview", "lines": lines,
-                   "opts": self.model._meta, "sites": SiteStockOverview.objects.all(), "selected": code or "",
+                   "opts": self.model._meta, "sites": visible, "selected": code or "",
                    **(extra_context or {})}
         return TemplateResponse(request, "admin/warehouse/stock_overview.html", context)
 
