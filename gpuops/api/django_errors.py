@@ -64,14 +64,29 @@ def permission_denied(request: HttpRequest, exception: Exception | None = None) 
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     """CSRF_FAILURE_VIEW: a session-authenticated unsafe request without the CSRF token."""
     if is_api_path(request):
-        return api_error(request, 403, "permission_denied",
-                         f"CSRF check failed ({reason}); send the X-CSRFToken header, or use a token.")
+        return api_error(
+            request,
+            403,
+            "permission_denied",
+            f"CSRF check failed ({reason}); send the X-CSRFToken header, or use a token.",
+        )
     return django_csrf.csrf_failure(request, reason)
 
 
-_CODES = {400: "invalid", 401: "not_authenticated", 403: "permission_denied", 404: "not_found",
-          405: "method_not_allowed", 406: "not_acceptable", 409: "conflict", 412: "precondition_failed",
-          413: "too_large", 415: "unsupported_media_type", 429: "throttled", 500: "server_error"}
+_CODES = {
+    400: "invalid",
+    401: "not_authenticated",
+    403: "permission_denied",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    409: "conflict",
+    412: "precondition_failed",
+    413: "too_large",
+    415: "unsupported_media_type",
+    429: "throttled",
+    500: "server_error",
+}
 
 
 class ApiErrorEnvelopeMiddleware:

@@ -75,11 +75,13 @@ def check_query_params(request: Request, view: Any) -> None:
     if not request.query_params:
         return
     # PostgreSQL refuses NUL in text ("A string literal cannot contain NUL"), which was a 500 on every filter.
-    nul = sorted({name for name, values in request.query_params.lists()
-                  if "\x00" in name or any("\x00" in v for v in values)})
+    nul = sorted(
+        {name for name, values in request.query_params.lists() if "\x00" in name or any("\x00" in v for v in values)}
+    )
     if nul:
-        raise exceptions.ValidationError({name.replace("\x00", "\\x00"): ["NUL characters are not allowed."]
-                                          for name in nul})
+        raise exceptions.ValidationError(
+            {name.replace("\x00", "\\x00"): ["NUL characters are not allowed."] for name in nul}
+        )
     if request.method == "OPTIONS":
         return
     allowed = allowed_query_params(view, request.method or "GET")

@@ -24,8 +24,12 @@ def _list_routes() -> list[tuple[str, type]]:
     """Every GET route without a path parameter under /api/, from the URL conf (the schema and docs excluded)."""
     routes = []
     for path, _regex, method, callback in EndpointEnumerator().get_api_endpoints():
-        if method == "GET" and "{" not in path and path.startswith("/api/") \
-                and path not in ("/api/schema/", "/api/docs/"):
+        if (
+            method == "GET"
+            and "{" not in path
+            and path.startswith("/api/")
+            and path not in ("/api/schema/", "/api/docs/")
+        ):
             routes.append((path, callback.cls))
     return sorted(set(routes), key=lambda r: r[0])
 
@@ -40,9 +44,15 @@ def _error(response) -> dict:
 
 def test_the_route_walk_finds_the_lists_of_every_app():
     paths = {p for p, _ in LIST_ROUTES}
-    assert {"/api/cmdb/nodes/", "/api/cmdb/summary/", "/api/workflows/tickets/", "/api/agent/reports/",
-            "/api/integrations/warehouse/movements/", "/api/integrations/procurement/requests/",
-            "/api/rollouts/"} <= paths
+    assert {
+        "/api/cmdb/nodes/",
+        "/api/cmdb/summary/",
+        "/api/workflows/tickets/",
+        "/api/agent/reports/",
+        "/api/integrations/warehouse/movements/",
+        "/api/integrations/procurement/requests/",
+        "/api/rollouts/",
+    } <= paths
 
 
 @pytest.mark.parametrize(("path", "view"), LIST_ROUTES, ids=[p for p, _ in LIST_ROUTES])
@@ -68,10 +78,12 @@ def test_unknown_parameter_names_the_parameter_and_the_allowed_ones(root):
 
 
 def test_known_manual_filters_still_work(root):
-    for path, params in [("/api/integrations/warehouse/movements/", {"site": "x", "kind": "receive"}),
-                         ("/api/integrations/procurement/requests/", {"state": "draft", "is_open": "true"}),
-                         ("/api/agent/reports/", {"node": "n1", "status": "applied"}),
-                         ("/api/workflows/tickets/", {"status": "all", "q": "x"})]:
+    for path, params in [
+        ("/api/integrations/warehouse/movements/", {"site": "x", "kind": "receive"}),
+        ("/api/integrations/procurement/requests/", {"state": "draft", "is_open": "true"}),
+        ("/api/agent/reports/", {"node": "n1", "status": "applied"}),
+        ("/api/workflows/tickets/", {"status": "all", "q": "x"}),
+    ]:
         assert root.get(path, params).status_code == 200, path
 
 
@@ -88,9 +100,16 @@ def test_summary_takes_the_list_filters(root, two_sites):
     assert response.status_code == 400 and "sites" in _error(response)["fields"]
 
 
-@pytest.mark.parametrize("path", ["/api/workflows/tickets/", "/api/agent/reports/",
-                                  "/api/integrations/procurement/requests/",
-                                  "/api/integrations/warehouse/movements/", "/api/cmdb/nodes/"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/workflows/tickets/",
+        "/api/agent/reports/",
+        "/api/integrations/procurement/requests/",
+        "/api/integrations/warehouse/movements/",
+        "/api/cmdb/nodes/",
+    ],
+)
 def test_nul_in_a_query_parameter_is_a_400_naming_it(root, path):
     name = {"/api/workflows/tickets/": "q", "/api/cmdb/nodes/": "hostname"}.get(path, "status")
     response = root.get(f"{path}?{name}=a%00b")
@@ -117,8 +136,10 @@ def test_warehouse_movement_locations_are_names_not_method_wrappers(root):
 
 # --- the error envelope ------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("path", ["/api/nothing-here/", "/api/integrations/nothing/", "/api/workflows/x/y/",
-                                  "/api/cmdb/nodes/abc/"])
+
+@pytest.mark.parametrize(
+    "path", ["/api/nothing-here/", "/api/integrations/nothing/", "/api/workflows/x/y/", "/api/cmdb/nodes/abc/"]
+)
 def test_unknown_api_paths_are_a_json_404(root, path):
     response = root.get(path)
     assert response.status_code == 404 and _error(response)["code"] == "not_found"
@@ -150,9 +171,17 @@ def test_csrf_failure_of_a_session_user_is_a_json_403(superuser):
     assert response.status_code != 500 and response["Content-Type"].startswith("application/json")
 
 
-@pytest.mark.parametrize("path", ["/api/cmdb/nodes/", "/api/integrations/warehouse/movements/",
-                                  "/api/integrations/procurement/requests/", "/api/workflows/tickets/",
-                                  "/api/rollouts/", "/api/schema/"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/cmdb/nodes/",
+        "/api/integrations/warehouse/movements/",
+        "/api/integrations/procurement/requests/",
+        "/api/workflows/tickets/",
+        "/api/rollouts/",
+        "/api/schema/",
+    ],
+)
 def test_missing_or_bad_credentials_are_a_401_with_www_authenticate(path):
     for client in (APIClient(), APIClient(HTTP_AUTHORIZATION="Token nope")):
         response = client.get(path)
@@ -180,6 +209,7 @@ def test_schema_and_docs_need_a_login(root):
 
 # --- bad input elsewhere ------------------------------------------------------------------------------------------
 
+
 def test_deleting_a_cabled_nic_port_or_nic_removes_its_link_and_records_it(root):
     node = NodeFactory(hostname="n-0001")
     switch = SwitchFactory(name="leaf-1")
@@ -192,8 +222,9 @@ def test_deleting_a_cabled_nic_port_or_nic_removes_its_link_and_records_it(root)
     assert root.delete(f"/api/cmdb/nic-ports/{links[0].a_nic_port_id}/").status_code == 204
     assert root.delete(f"/api/cmdb/nics/{links[1].a_nic_port.nic_id}/").status_code == 204
     assert not m.Link.objects.exists()
-    reprs = set(m.ChangeRecord.objects.filter(action="delete", content_type__model="link")
-                .values_list("object_repr", flat=True))
+    reprs = set(
+        m.ChangeRecord.objects.filter(action="delete", content_type__model="link").values_list("object_repr", flat=True)
+    )
     assert len(reprs) == 2 and all("leaf-1" in r and "<->" in r for r in reprs)
 
 

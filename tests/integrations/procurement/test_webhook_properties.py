@@ -20,10 +20,14 @@ ENDPOINTS = {
     "procurement": ("/api/integrations/procurement/events/", SECRET, "procurement"),
     "wms": ("/api/integrations/warehouse/events/", WMS_SECRET, "wms"),
 }
-EVENT_TYPES = {"procurement": ["po.approved", "po.created", "shipment.delivered", "invoice.posted", "nope"],
-               "wms": ["stock.counted", "movement.recorded", "nope"]}
-VALID_DATA = {"procurement": {"po_number": "PO-2026-0001"},
-              "wms": {"site": "sh1", "location": "warehouse", "sku": "H100", "quantity": 2}}
+EVENT_TYPES = {
+    "procurement": ["po.approved", "po.created", "shipment.delivered", "invoice.posted", "nope"],
+    "wms": ["stock.counted", "movement.recorded", "nope"],
+}
+VALID_DATA = {
+    "procurement": {"po_number": "PO-2026-0001"},
+    "wms": {"site": "sh1", "location": "warehouse", "sku": "H100", "quantity": 2},
+}
 
 
 @pytest.fixture(autouse=True)
@@ -43,32 +47,79 @@ def _fields(response) -> dict:
 
 
 text = st.text(alphabet=st.characters(codec="utf-8"), max_size=20) | st.sampled_from(
-    ["", "\x00", "a\x00b", "2026-13-45T25:61:00Z", "yesterday", "2026-01-05T10:00:00Z", "9" * 40, "é"])
-dates = st.sampled_from(["2026-13-45T25:61:00Z", "yesterday", "2026-02-30T00:00:00Z", "2026-01-05T10:00:00",
-                         "2026-01-05T10:00:00+25:00", "0000-00-00T00:00:00Z", "2026-01-05T10:00:00Z", ""]) | text
+    ["", "\x00", "a\x00b", "2026-13-45T25:61:00Z", "yesterday", "2026-01-05T10:00:00Z", "9" * 40, "é"]
+)
+dates = (
+    st.sampled_from(
+        [
+            "2026-13-45T25:61:00Z",
+            "yesterday",
+            "2026-02-30T00:00:00Z",
+            "2026-01-05T10:00:00",
+            "2026-01-05T10:00:00+25:00",
+            "0000-00-00T00:00:00Z",
+            "2026-01-05T10:00:00Z",
+            "",
+        ]
+    )
+    | text
+)
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=False, allow_infinity=False) | text,
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | text,
     lambda children: st.lists(children, max_size=4) | st.dictionaries(text, children, max_size=4),
-    max_leaves=12)
+    max_leaves=12,
+)
 
 
 def _events(channel: str):
     data = st.dictionaries(
-        st.sampled_from(["po_number", "reference", "lines", "serials", "site", "location", "sku", "quantity",
-                         "kind", "serial", "ref", "delivered_at", "at", "invoice_number", "amount", "request"])
-        | text, json_values | dates, max_size=6)
-    return st.fixed_dictionaries(
-        {"id": text, "type": st.sampled_from(EVENT_TYPES[channel]) | text},
-        optional={"occurred_at": dates, "data": data | json_values}) | json_values
+        st.sampled_from(
+            [
+                "po_number",
+                "reference",
+                "lines",
+                "serials",
+                "site",
+                "location",
+                "sku",
+                "quantity",
+                "kind",
+                "serial",
+                "ref",
+                "delivered_at",
+                "at",
+                "invoice_number",
+                "amount",
+                "request",
+            ]
+        )
+        | text,
+        json_values | dates,
+        max_size=6,
+    )
+    return (
+        st.fixed_dictionaries(
+            {"id": text, "type": st.sampled_from(EVENT_TYPES[channel]) | text},
+            optional={"occurred_at": dates, "data": data | json_values},
+        )
+        | json_values
+    )
 
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=False)
 @pytest.mark.parametrize("channel", ["procurement", "wms"])
 def test_any_signed_body_is_never_a_server_error(client, channel, django_capture_on_commit_callbacks):
-    @settings(max_examples=100, deadline=None, derandomize=True,
-              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @settings(
+        max_examples=100,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
     @given(event=_events(channel))
     def check(event) -> None:
         with django_capture_on_commit_callbacks(execute=True):
@@ -78,8 +129,12 @@ def test_any_signed_body_is_never_a_server_error(client, channel, django_capture
 
     check()
     # Whatever was thrown at it, a valid event still gets through.
-    event = {"id": "evt-after-fuzz", "type": EVENT_TYPES[channel][0], "occurred_at": "2026-01-05T10:00:00Z",
-             "data": VALID_DATA[channel]}
+    event = {
+        "id": "evt-after-fuzz",
+        "type": EVENT_TYPES[channel][0],
+        "occurred_at": "2026-01-05T10:00:00Z",
+        "data": VALID_DATA[channel],
+    }
     with django_capture_on_commit_callbacks(execute=True):
         response = _post(client, channel, json.dumps(event).encode())
     assert response.status_code == 202, response.content
@@ -97,8 +152,10 @@ def test_a_non_ascii_or_non_hex_signature_is_a_400(client, channel, signature):
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("channel", ["procurement", "wms"])
-@pytest.mark.parametrize("occurred_at", ["2026-13-45T25:61:00Z", "yesterday", "2026-02-30T10:00:00Z",
-                                         "2026-01-05 10:00", "2026-01-05T10:00:00"])
+@pytest.mark.parametrize(
+    "occurred_at",
+    ["2026-13-45T25:61:00Z", "yesterday", "2026-02-30T10:00:00Z", "2026-01-05 10:00", "2026-01-05T10:00:00"],
+)
 def test_an_impossible_or_free_text_date_is_a_400_naming_the_field(client, channel, occurred_at):
     event = {"id": f"evt-{occurred_at}", "type": EVENT_TYPES[channel][0], "occurred_at": occurred_at, "data": {}}
     response = _post(client, channel, json.dumps(event).encode())
