@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import ValidationError
 from django.db.models import Count, QuerySet
 
+from .filtersets import AcceleratorFilterSet, NodeFilterSet
 from .models import Accelerator, ChangeRecord, Node
 from .permissions import restrict
+
+#: the query parameters of the summary, shared with the lists of accelerators and nodes
+SUMMARY_FILTERS = ("site", "cluster", "tenant", "vendor", "model")
+
+
+def _filtered(filterset_class: type, queryset: QuerySet, data: dict[str, str]) -> QuerySet:
+    filterset = filterset_class(data=data, queryset=queryset)
+    if not filterset.is_valid():
+        summary_names = {"accelerator_model": "model"}
+        raise ValidationError({summary_names.get(k, k): v for k, v in filterset.errors.items()})
+    return filterset.qs
 
 
 def _counts(queryset: QuerySet, field: str) -> dict[str, int]:
@@ -18,13 +32,20 @@ def _counts(queryset: QuerySet, field: str) -> dict[str, int]:
     return {str(value) if value is not None else "none": n for value, n in sorted(rows, key=lambda r: str(r[0]))}
 
 
-def fleet_summary(*, user: AbstractBaseUser) -> dict[str, Any]:
+def fleet_summary(*, user: AbstractBaseUser, filters: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Accelerator counts by site, vendor, model, health and lifecycle, and node counts by status and health.
 
     Only what `user` may see is counted. Each breakdown is one aggregate query over the restricted rows.
+    `filters` (SUMMARY_FILTERS: site, cluster, tenant, vendor, model - the accelerator model) narrow both counts
+    with the same meaning as on the lists; a bad value raises django.core.exceptions.ValidationError naming it.
     """
     cards = restrict(Accelerator.objects.all(), user, "view")
     nodes = restrict(Node.objects.all(), user, "view")
+    if filters:
+        cards = _filtered(AcceleratorFilterSet, cards, dict(filters))
+        # On nodes `model` is the server model; the summary's `model` is the accelerator model.
+        node_filters = {("accelerator_model" if k == "model" else k): v for k, v in filters.items()}
+        nodes = _filtered(NodeFilterSet, nodes, node_filters)
     by_site = _counts(cards, "site__code")
     by_status = _counts(nodes, "status")
     return {

@@ -7,7 +7,7 @@ single-row save passes through. They do no business logic: bump the version, wri
 
 from __future__ import annotations
 
-from django.db.models.signals import post_delete, post_save, pre_save
+from django.db.models.signals import post_delete, post_save, pre_delete, pre_save
 
 from .models.base import TrackedModel
 from .services import changelog
@@ -25,6 +25,12 @@ def _post_save(sender, instance: TrackedModel, created: bool, raw: bool = False,
     changelog.record_save(instance, created=created)
 
 
+def _pre_delete(sender, instance: TrackedModel, **kwargs) -> None:
+    # The collector sends every pre_delete before it deletes anything, and may delete a link's NIC port before
+    # the link's post_delete runs: take the record's repr ("node:ib0 <-> leaf:1/1") while its parts still exist.
+    changelog.remember_repr(instance)
+
+
 def _post_delete(sender, instance: TrackedModel, **kwargs) -> None:
     changelog.record_delete(instance)
 
@@ -33,6 +39,7 @@ def connect(models: list[type[TrackedModel]]) -> None:
     for model in models:
         pre_save.connect(_pre_save, sender=model, dispatch_uid=f"gpuops_version_{model._meta.label}")
         post_save.connect(_post_save, sender=model, dispatch_uid=f"gpuops_changelog_save_{model._meta.label}")
+        pre_delete.connect(_pre_delete, sender=model, dispatch_uid=f"gpuops_changelog_predel_{model._meta.label}")
         post_delete.connect(_post_delete, sender=model, dispatch_uid=f"gpuops_changelog_del_{model._meta.label}")
 
 

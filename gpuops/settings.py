@@ -71,6 +71,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Outermost but one: whatever answers an /api/ error below (Django, a plain view) leaves as JSON.
+    "gpuops.api.django_errors.ApiErrorEnvelopeMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -84,6 +86,7 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "gpuops.urls"
+CSRF_FAILURE_VIEW = "gpuops.api.django_errors.csrf_failure"
 WSGI_APPLICATION = "gpuops.wsgi.application"
 ASGI_APPLICATION = "gpuops.asgi.application"
 
@@ -154,15 +157,19 @@ LOGIN_REDIRECT_URL = "/tickets/"
 
 # --- REST framework -------------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
+    # Token first: a request without credentials gets 401 with `WWW-Authenticate: Token` (DRF takes the header
+    # from the first class; session auth has none, which would turn "not logged in" into a 403).
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    # Every list has the same capped limit (at most 1,000) and cursor mode, and one error envelope.
+    "DEFAULT_PAGINATION_CLASS": "gpuops.api.pagination.FleetPagination",
     "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "gpuops.api.exceptions.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
@@ -172,6 +179,12 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "CMDB and ops workflows for GPU datacenters.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Nothing is public (docs/api.md): the schema and the docs need a session or a token, like every endpoint.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    "SERVE_AUTHENTICATION": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
     "COMPONENT_SPLIT_REQUEST": True,
     # Several CMDB models have a `kind`/`status`/`role`/`action` with different choices: name each enum after
     # its TextChoices so clients get stable names (NodeStatusEnum, not Status2f7Enum).

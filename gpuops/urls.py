@@ -15,3 +15,9 @@ urlpatterns = [
     path("fabrics/", include("integrations.switches.ui_urls")),
     path("", include("workflows.urls")),
 ]
+
+# JSON error envelope for /api/ paths, Django's pages elsewhere (gpuops.api.django_errors).
+handler400 = "gpuops.api.django_errors.bad_request"
+handler403 = "gpuops.api.django_errors.permission_denied"
+handler404 = "gpuops.api.django_errors.page_not_found"
+handler500 = "gpuops.api.django_errors.server_error"

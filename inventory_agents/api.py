@@ -15,7 +15,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.http import HttpRequest
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import exceptions, generics, serializers
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.permissions import BasePermission
@@ -24,6 +24,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from cmdb import permissions
+from gpuops.api.viewsets import ApiViewMixin
 
 from .conf import setting
 from .models import AgentToken, Report
@@ -75,10 +76,13 @@ class HasAgentToken(BasePermission):
 
 
 class _JsonErrorsMixin:
-    """DRF's own errors (401, 403, 405) in the same {error, detail} shape as ours."""
+    """DRF's own errors (401, 403, 405) in the agent protocol's {error, detail} shape, for what agents send (POST);
+    people reading reports (GET) get the API's error envelope like every other list."""
 
     def handle_exception(self, exc: Exception) -> Response:
         response = super().handle_exception(exc)  # type: ignore[misc]
+        if getattr(self.request, "method", "POST") != "POST":
+            return response
         if isinstance(exc, exceptions.APIException) and isinstance(response.data, dict):
             response.data = {"error": exc.get_codes() if isinstance(exc.get_codes(), str) else "error",
                              "detail": str(exc.detail)}
@@ -184,7 +188,10 @@ class ReportDetailSerializer(ReportSerializer):
         fields = [*ReportSerializer.Meta.fields, "payload"]
 
 
-class ReportsView(_JsonErrorsMixin, generics.ListAPIView):
+@extend_schema_view(get=extend_schema(parameters=[
+    OpenApiParameter("node", str, description="Node hostname."),
+    OpenApiParameter("status", str, description="applied, rejected or failed.")]))
+class ReportsView(_JsonErrorsMixin, ApiViewMixin, generics.ListAPIView):
     """One URL, two audiences: an agent POSTs its report with its agent token; people GET the stored reports
     (newest first, `?node=<hostname>&status=applied|rejected|failed`) with their session or API token, scoped
     by site / cluster / tenant grants like the nodes themselves."""
@@ -233,7 +240,7 @@ class ReportsView(_JsonErrorsMixin, generics.ListAPIView):
         return response
 
 
-class ReportDetailView(generics.RetrieveAPIView):
+class ReportDetailView(ApiViewMixin, generics.RetrieveAPIView):
     """One stored report with its raw payload."""
 
     serializer_class = ReportDetailSerializer

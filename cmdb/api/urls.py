@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest, JsonResponse
 from django.urls import include, path, re_path
-from django.views.decorators.csrf import csrf_exempt
 
-from gpuops.api.exceptions import error_body
+from gpuops.api.django_errors import api_not_found
 from gpuops.api.routers import BulkRouter
 
 from .views import inventory as v
@@ -43,15 +41,6 @@ router.register("switches", v.SwitchViewSet)
 router.register("switch-ports", v.SwitchPortViewSet)
 router.register("links", v.LinkViewSet)
 router.register("changes", v.ChangeRecordViewSet)
-
-
-@csrf_exempt  # like every API view: a stray POST must get the JSON 404, not Django's HTML CSRF page
-def api_not_found(request: HttpRequest, *args: object, **kwargs: object) -> JsonResponse:
-    """Unknown paths under /api/cmdb/ answer in the API's error shape, not Django's HTML 404 page."""
-    hint = " (API paths end with a slash)" if not request.path.endswith("/") else ""
-    body = error_body(code="not_found", message=f"No API endpoint at {request.path}{hint}.",
-                      request_id=getattr(request, "request_id", ""))
-    return JsonResponse(body, status=404)
 
 
 urlpatterns = [

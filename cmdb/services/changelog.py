@@ -42,6 +42,14 @@ def _actor_fields() -> dict[str, Any]:
     }
 
 
+_REPR_ATTR = "_gpuops_change_repr"
+
+
+def remember_repr(obj: models.Model) -> None:
+    """Keep str(obj) for the delete record while the related rows its str() reads still exist."""
+    setattr(obj, _REPR_ATTR, str(obj)[:300])
+
+
 def record_build(
     *, obj: models.Model, action: str, changes: dict[str, list[Any]], reason: str = "", at=None
 ) -> ChangeRecord:
@@ -50,7 +58,7 @@ def record_build(
         at=at or timezone.now(),
         content_type=ContentType.objects.get_for_model(obj.__class__),
         object_id=obj.pk,
-        object_repr=str(obj)[:300],
+        object_repr=getattr(obj, _REPR_ATTR, None) or str(obj)[:300],
         action=action,
         changes=changes,
         reason=reason,

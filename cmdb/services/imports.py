@@ -72,7 +72,10 @@ class ImportResult:
 
 
 def _read(data: str | bytes, required: list[str]) -> tuple[list[dict[str, str]], list[RowError]]:
-    text = data.decode("utf-8-sig") if isinstance(data, bytes) else data
+    try:
+        text = data.decode("utf-8-sig") if isinstance(data, bytes) else data
+    except UnicodeDecodeError as exc:  # an Excel export in a legacy code page: say so instead of a 500
+        return [], [RowError(0, "file", f"not UTF-8 text (byte {exc.start}); save the file as CSV UTF-8")]
     reader = csv.DictReader(io.StringIO(text))
     header = [h.strip() for h in (reader.fieldnames or [])]
     missing = [c for c in required if c not in header]

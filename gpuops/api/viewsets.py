@@ -30,6 +30,7 @@ from .fields import MAX_ID
 from .metadata import ApiMetadata
 from .pagination import FleetPagination
 from .permissions import ObjectWritePermission
+from .query_params import check_query_params
 from .schema import ApiAutoSchema
 from .writers import ModelWriter, Row, RowErrors
 
@@ -53,6 +54,8 @@ class ApiViewMixin:
         # DRF authenticates tokens after Django's middleware ran; hand the user to the change context
         # (gpuops.middleware._LazyActor) so change records name the token's user as actor.
         request._request._gpuops_drf_user = request.user  # type: ignore[attr-defined]
+        # After authentication and permissions: an anonymous caller gets its 401 before any 400.
+        check_query_params(request, self)
 
 
 class BaseModelViewSet(ApiViewMixin, viewsets.ModelViewSet):

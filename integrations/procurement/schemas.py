@@ -8,10 +8,44 @@ time) but every property we read is typed.
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, FormatChecker
+
+# jsonschema checks `date-time` only when rfc3339-validator is installed; without it "yesterday" passed and was
+# stored as null, and "2026-13-45T25:61:00Z" passed and failed later (a 500). An explicit RFC 3339 check here
+# needs no extra dependency: date, 'T', time, and a zone (Z or +hh:mm), each part in range.
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+FORMAT_CHECKER = FormatChecker(formats=())
+
+
+@FORMAT_CHECKER.checks("date-time", raises=ValueError)
+def _is_datetime(value: object) -> bool:
+    if not isinstance(value, str):
+        return True  # the `type` keyword reports non-strings
+    if not _RFC3339.match(value):
+        return False
+    dt.datetime.fromisoformat(value.upper().replace("Z", "+00:00"))  # ValueError for month 13, hour 25, ...
+    return True
+
+
+def nul_paths(value: Any, path: tuple[Any, ...] = ()) -> list[str]:
+    """Dotted paths of every string (key or value) holding a NUL: PostgreSQL refuses NUL in text and JSONB."""
+    if isinstance(value, str):
+        return [_path(path) or "body"] if "\x00" in value else []
+    found: list[str] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if "\x00" in key:
+                found.append(_path((*path, key.replace("\x00", "\\x00"))))
+            found.extend(nul_paths(item, (*path, key)))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found.extend(nul_paths(item, (*path, index)))
+    return found
 
 _STR = {"type": "string", "minLength": 1, "maxLength": 200}
 _SERIAL = {"type": "string", "minLength": 1, "maxLength": 100, "pattern": r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$"}
@@ -113,19 +147,22 @@ def _errors(validator: Draft202012Validator, instance: Any, prefix: str = "") ->
     return fields
 
 
-_ENVELOPE = Draft202012Validator(ENVELOPE_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER)
+_ENVELOPE = Draft202012Validator(ENVELOPE_SCHEMA, format_checker=FORMAT_CHECKER)
 
 
 def event_validate(event: Any, data_schemas: Mapping[str, dict[str, Any]]) -> dict[str, list[str]]:
     """Field errors of an event against the envelope and its type's data schema ({} when valid)."""
+    nul = nul_paths(event)
+    if nul:
+        return {path: ["NUL characters are not allowed."] for path in nul}
     errors = _errors(_ENVELOPE, event)
     if errors:
         return errors
     schema = data_schemas.get(event["type"])
     if schema is None:
         return {"type": [f"Unknown event type {event['type']!r}; expected one of {', '.join(sorted(data_schemas))}."]}
-    validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    validator = Draft202012Validator(schema, format_checker=FORMAT_CHECKER)
     return _errors(validator, event["data"], prefix="data")
 
 
-__all__ = ["ENVELOPE_SCHEMA", "PROCUREMENT_DATA_SCHEMAS", "event_validate"]
+__all__ = ["ENVELOPE_SCHEMA", "FORMAT_CHECKER", "PROCUREMENT_DATA_SCHEMAS", "event_validate", "nul_paths"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ SOURCE_HEADER = "X-Gpuops-Source"
 TIMESTAMP_HEADER = "X-Gpuops-Timestamp"
 SIGNATURE_HEADER = "X-Gpuops-Signature"
 SCHEME = "sha256"
+_HEX = re.compile(r"[0-9a-fA-F]{64}")
+_UNIX_SECONDS = re.compile(r"[0-9]{1,12}")
 
 
 class SignatureError(Exception):
@@ -83,10 +86,13 @@ def signature_verify(*, headers: Mapping[str, str], body: bytes, secrets_for: Ma
                    if not v]
         raise SignatureError("missing_header", f"Missing header(s): {', '.join(missing)}.", status=400)
     scheme, _, digest = raw_sig.partition("=")
-    if scheme != SCHEME or len(digest) != 64:
+    # Only ASCII hex: hmac.compare_digest raises TypeError on non-ASCII text (a header such as 'sha256=é...').
+    if scheme != SCHEME or len(digest) != 64 or not _HEX.fullmatch(digest):
         raise SignatureError("malformed_signature", f"{SIGNATURE_HEADER} must be '{SCHEME}=<64 hex digits>'.",
                              status=400)
     try:
+        if not _UNIX_SECONDS.fullmatch(raw_ts):  # int() would also take '١٧٦٧' and '1_767'
+            raise ValueError(raw_ts)
         ts = int(raw_ts)
     except ValueError:
         raise SignatureError("malformed_timestamp", f"{TIMESTAMP_HEADER} must be unix seconds.", status=400) from None

@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 
 from cmdb.models import Fabric
 from cmdb.permissions import can, restrict
+from gpuops.api.viewsets import ApiViewMixin
 
 from .cabling import CablingSummary, Finding, FindingKind
 from .cabling_faults import FaultKind
@@ -114,7 +115,7 @@ FILTERS = [
 
 # --- views ----------------------------------------------------------------------------------------------------
 
-class FabricCablingView(APIView):
+class FabricCablingView(ApiViewMixin, APIView):
     """Planned vs observed cabling of one fabric."""
 
     permission_classes = [IsAuthenticated]
@@ -146,7 +147,7 @@ def _kind_checked(params: Mapping[str, Any]) -> None:
         raise exceptions.ValidationError({"kind": [f"One of {', '.join(KIND_FILTERS)}."]})
 
 
-class FabricCablingTicketsView(APIView):
+class FabricCablingTicketsView(ApiViewMixin, APIView):
     """Open one cabling repair ticket per cabling fault (a crossed pair is one fault); a fault with an open
     ticket gets no second one, and a fault the ticket type refuses is skipped with the reason."""
 

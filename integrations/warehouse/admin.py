@@ -97,7 +97,8 @@ class StockOverviewAdmin(ReadOnlyAdmin):
     """Not a list of sites: one page with every site's spares against its installed base."""
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
-        visible = permissions.restrict(SiteStockOverview.objects.all(), request.user, "view")
+        # The grants are on cmdb.Site (a proxy model's queryset was a 500 for non-superusers).
+        visible = permissions.restrict(Site.objects.all(), request.user, "view")
         code = request.GET.get("site")
         sites = visible.filter(code=code) if code else visible
         lines = stock_lines(site_ids=list(sites.values_list("pk", flat=True)))

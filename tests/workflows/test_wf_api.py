@@ -143,3 +143,18 @@ def test_ticket_ids_of_others_are_404(wf, fleet, outsider):
                        format="json").status_code == 404
     assert ticket_fresh(ticket).timeline.filter(kind="comment").count() == 0
     assert Ticket.objects.count() == 1
+
+
+def test_nested_ticket_lists_are_plain_lists_in_the_schema_and_the_response(wf, fleet, lead):
+    from drf_spectacular.generators import SchemaGenerator
+
+    paths = SchemaGenerator().get_schema(request=None, public=True)["paths"]
+    ticket = open_by_hook(wf, fleet)
+    client = api(lead)
+    for name in ("comments", "timeline", "runs"):
+        operation = paths[f"/api/workflows/tickets/{{id}}/{name}/"]["get"]
+        schema = operation["responses"]["200"]["content"]["application/json"]["schema"]
+        assert schema["type"] == "array", (name, schema)  # was documented as a paginated object
+        assert not {"limit", "offset"} & {p["name"] for p in operation.get("parameters", [])}
+        body = client.get(f"/api/workflows/tickets/{ticket.pk}/{name}/").json()
+        assert isinstance(body, list), name

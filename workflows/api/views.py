@@ -159,7 +159,8 @@ class TicketViewSet(ApiViewMixin, mixins.ListModelMixin, viewsets.GenericViewSet
     @extend_schema(methods=["GET"], responses=s.TimelineItemSerializer(many=True))
     @extend_schema(methods=["POST"], request=s.CommentInputSerializer, parameters=[IDEMPOTENCY],
                    responses={201: s.TimelineItemSerializer(many=True)})
-    @action(detail=True, methods=["get", "post"])
+    # The per-ticket lists are plain (bounded) lists: no paginator, so the schema does not promise pages.
+    @action(detail=True, methods=["get", "post"], pagination_class=None)
     def comments(self, request: Request, pk: str) -> Response:
         """GET: the comments. POST: add one (a retry with the same Idempotency-Key adds nothing)."""
         ticket = self._ticket(pk)
@@ -175,13 +176,13 @@ class TicketViewSet(ApiViewMixin, mixins.ListModelMixin, viewsets.GenericViewSet
                         status=status.HTTP_201_CREATED if request.method == "POST" else status.HTTP_200_OK)
 
     @extend_schema(responses=s.TimelineItemSerializer(many=True))
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=None)
     def timeline(self, request: Request, pk: str) -> Response:
         """Everything that happened, with the CMDB changes made under the ticket's correlation id."""
         return Response(s.TimelineItemSerializer(ticket_timeline(self._ticket(pk)), many=True).data)
 
     @extend_schema(responses=s.StepRunSerializer(many=True))
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=None)
     def runs(self, request: Request, pk: str) -> Response:
         """The automated step runs, with their logs."""
         return Response(s.StepRunSerializer(ticket_runs(self._ticket(pk)), many=True).data)

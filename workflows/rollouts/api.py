@@ -156,7 +156,7 @@ class ProvisioningProgressView(ApiViewMixin, APIView):
         return Response(provisioning_progress(run))
 
 
-class OsInstallCallbackView(APIView):
+class OsInstallCallbackView(ApiViewMixin, APIView):
     """The install system's callback: {"id", "status", "message"}, signed (X-Gpuops-Signature: sha256=<hmac>) with
     the shared secret from the environment variable OS_INSTALL_CALLBACK_SECRET_ENV. No session or token: the
     signature is the authentication, checked over the raw body before anything is parsed. 202 when recorded,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 
 from gpuops.api.viewsets import ApiViewMixin
 
-from ...selectors import fleet_summary
+from ...selectors import SUMMARY_FILTERS, fleet_summary
 
 
 def _counts(help_text: str) -> serializers.DictField:
@@ -43,6 +43,11 @@ class FleetSummaryView(ApiViewMixin, APIView):
 
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(responses=FleetSummarySerializer, tags=["summary"], operation_id="cmdb_summary_retrieve")
+    @extend_schema(responses=FleetSummarySerializer, tags=["summary"], operation_id="cmdb_summary_retrieve",
+                   parameters=[OpenApiParameter(name, str, description=text) for name, text in (
+                       ("site", "Site code or id."), ("cluster", "Cluster name or id."),
+                       ("tenant", "Tenant slug or id."), ("vendor", "Vendor slug or id (of the card or server)."),
+                       ("model", "Accelerator model name or id (nodes: those built for it)."))])
     def get(self, request: Request) -> Response:
-        return Response(fleet_summary(user=request.user))
+        filters = {name: request.query_params[name] for name in SUMMARY_FILTERS if name in request.query_params}
+        return Response(fleet_summary(user=request.user, filters=filters))

@@ -16,12 +16,14 @@ from collections.abc import Iterator
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
 from django.db.models import Prefetch, Q, QuerySet
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import exceptions, mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from gpuops.api.viewsets import ApiViewMixin
 from gpuops.context import ChangeSource, change_context
 
 from ..inbound import event_enqueue, event_requeue
@@ -68,8 +70,15 @@ def _require(request: Request, perm: str) -> None:
         raise exceptions.PermissionDenied(f"Requires {perm}.")
 
 
-class ProcurementRequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
-                                viewsets.GenericViewSet):
+def _filters(**described: str) -> list[OpenApiParameter]:
+    # Documented so the schema lists them, and so the unknown-parameter check (gpuops.api.query_params) accepts them.
+    return [OpenApiParameter(name, OpenApiTypes.STR, description=text) for name, text in described.items()]
+
+
+@extend_schema_view(list=extend_schema(parameters=_filters(
+    state="Request state.", is_open="true or false.", site="Site code of a line.", po_number="PO number.")))
+class ProcurementRequestViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                                mixins.CreateModelMixin, viewsets.GenericViewSet):
     """Procurement requests. Filters: ?state=, ?is_open=true|false, ?site=<code>, ?po_number=."""
 
     serializer_class = ProcurementRequestSerializer
@@ -165,7 +174,9 @@ class ProcurementRequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin
         return Response(self.get_serializer(self.get_queryset().get(pk=req.pk)).data, status=status.HTTP_202_ACCEPTED)
 
 
-class DiscrepancyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+@extend_schema_view(list=extend_schema(parameters=_filters(
+    status="open or resolved.", request="Request id or PO number.", kind="Discrepancy kind.")))
+class DiscrepancyViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Discrepancies of deliveries and invoices. Filters: ?status=open|resolved, ?request=<id>, ?kind=."""
 
     serializer_class = DiscrepancySerializer
@@ -183,7 +194,8 @@ class DiscrepancyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
             if value := params.get(name):
                 qs = qs.filter(**{name: value})
         if value := params.get("request"):
-            qs = qs.filter(Q(request_id=value) if value.isdigit() else Q(request__po_number=value))
+            by_id = value.isdigit() and len(value) <= 18  # a longer number cannot be an id (and overflows SQLite)
+            qs = qs.filter(Q(request_id=value) if by_id else Q(request__po_number=value))
         return qs
 
     @extend_schema(request=ReasonInputSerializer, responses=DiscrepancySerializer)
@@ -199,14 +211,16 @@ class DiscrepancyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
         return Response(self.get_serializer(row).data)
 
 
-class ApprovalRuleViewSet(viewsets.ReadOnlyModelViewSet):
+class ApprovalRuleViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
     """The approval chain by amount (edited in the admin)."""
 
     serializer_class = ApprovalRuleSerializer
     queryset = ApprovalRule.objects.select_related("group")
 
 
-class InboundEventViewSet(viewsets.ReadOnlyModelViewSet):
+@extend_schema_view(list=extend_schema(parameters=_filters(
+    status="Event status.", type="Event type.", source="Sending system.")))
+class InboundEventViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
     """Stored inbound events (procurement and WMS). Requires procurement.view_inboundevent.
     Filters: ?status=, ?type=, ?source=."""
 

@@ -11,12 +11,15 @@ from cmdb.models import MovementKind, StockMovement, StockReservation
 
 from ..models import MinimumStock, StockDiscrepancy
 
+# Related objects are shown by their str() with `source="<relation>"` (CharField renders str(value)), never
+# `source="<relation>.__str__"`: for an empty relation that looked up None.__str__ and printed the method wrapper.
+
 
 class MovementSerializer(serializers.ModelSerializer):
     serial = serializers.SerializerMethodField()
     model = serializers.SerializerMethodField()
-    location = serializers.CharField(source="location.__str__", read_only=True, default=None)
-    to_location = serializers.CharField(source="to_location.__str__", read_only=True, default=None)
+    location = serializers.CharField(read_only=True, default=None)
+    to_location = serializers.CharField(read_only=True, default=None)
     node = serializers.CharField(source="node.hostname", read_only=True, default=None)
     actor = serializers.CharField(source="actor.username", read_only=True, default=None)
 
@@ -68,7 +71,7 @@ class ReservationSerializer(serializers.ModelSerializer):
     serial = serializers.CharField(source="accelerator.serial", read_only=True)
     model = serializers.CharField(source="accelerator.model.name", read_only=True)
     site = serializers.CharField(source="site.code", read_only=True)
-    location = serializers.CharField(source="accelerator.stock_location.__str__", read_only=True, default=None)
+    location = serializers.CharField(source="accelerator.stock_location", read_only=True, default=None)
     # A plain string: several models have a `status` with different choices (OpenAPI enum names).
     status = serializers.CharField(read_only=True, help_text="active, issued, released, expired")
 
@@ -97,7 +100,7 @@ class ReasonSerializer(serializers.Serializer):
 
 class MinimumStockSerializer(serializers.ModelSerializer):
     site_code = serializers.CharField(source="site.code", read_only=True)
-    item = serializers.CharField(source="item.__str__", read_only=True)
+    item = serializers.CharField(read_only=True)
 
     class Meta:
         model = MinimumStock
@@ -132,7 +135,7 @@ class StockOverviewSerializer(serializers.Serializer):
 
 class StockDiscrepancySerializer(serializers.ModelSerializer):
     site = serializers.CharField(source="site.code", read_only=True)
-    location = serializers.CharField(source="location.__str__", read_only=True, default=None)
+    location = serializers.CharField(read_only=True, default=None)
 
     class Meta:
         model = StockDiscrepancy

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import exceptions, mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.permissions import SAFE_METHODS, BasePermission
@@ -35,6 +35,7 @@ from cmdb.models import (
     StockReservation,
 )
 from cmdb.services import stock as cmdb_stock
+from gpuops.api.viewsets import ApiViewMixin
 from gpuops.context import ChangeSource, change_context, current_context
 from integrations.procurement.api.views import service_errors
 
@@ -98,7 +99,15 @@ def _node(ref: str | None) -> Node | None:
     return node
 
 
-class MovementViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
+def _filters(**described: str) -> list[OpenApiParameter]:
+    # Documented so the schema lists them, and so the unknown-parameter check (gpuops.api.query_params) accepts them.
+    return [OpenApiParameter(name, OpenApiTypes.STR, description=text) for name, text in described.items()]
+
+
+@extend_schema_view(list=extend_schema(parameters=_filters(
+    site="Site code (of the location or the node).", kind="Movement kind.", serial="Card or part serial.",
+    ticket_ref="Ticket reference.", location="Stock location id (either side).")))
+class MovementViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
                       viewsets.GenericViewSet):
     """The stock ledger. GET lists movements (?site=, ?kind=, ?serial=, ?ticket_ref=, ?location=); POST makes a
     manual move and answers with the ledger rows it wrote. Send `Idempotency-Key` to make a retry safe."""
@@ -122,7 +131,7 @@ class MovementViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.C
             qs = qs.filter(Q(accelerator__serial=serial) | Q(part_item__serial=serial))
         if ticket := params.get("ticket_ref"):
             qs = qs.filter(ticket_ref=ticket)
-        if (location := params.get("location")) and location.isdigit():
+        if (location := params.get("location")) and location.isdigit() and len(location) <= 18:
             qs = qs.filter(location_id=int(location))
         return qs
 
@@ -158,7 +167,9 @@ class MovementViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.C
         return Response(MovementSerializer(rows, many=True).data, status=status.HTTP_201_CREATED)
 
 
-class ReservationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
+@extend_schema_view(list=extend_schema(parameters=_filters(
+    status="Reservation status (active, ...).", site="Site code.", reserved_for="Ticket or purpose reserved for.")))
+class ReservationViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
                          viewsets.GenericViewSet):
     """Spare reservations (cmdb.services.stock). POST reserves a free spare of a model at a site; the database
     makes sure two callers never get the same card (the loser gets 409 when no other spare is free).
@@ -238,7 +249,8 @@ class IsGlobalWarehouseEditor(BasePermission):
         return request.user.has_perm(f"warehouse.{action_name}_minimumstock")
 
 
-class MinimumStockViewSet(viewsets.ModelViewSet):
+@extend_schema_view(list=extend_schema(parameters=_filters(site="Site code.")))
+class MinimumStockViewSet(ApiViewMixin, viewsets.ModelViewSet):
     """Minimum stock per site and model. Filters: ?site=<code>."""
 
     serializer_class = MinimumStockSerializer
@@ -255,7 +267,7 @@ class MinimumStockViewSet(viewsets.ModelViewSet):
         return qs
 
 
-class StockOverviewView(APIView):
+class StockOverviewView(ApiViewMixin, APIView):
     """Spares per site and model against the installed base, e.g. "H100-SXM5-80GB: 2,048 installed, 31 spares,
     1.5%". Filters: ?site=<code>, ?below_minimum=true."""
 
@@ -272,7 +284,7 @@ class StockOverviewView(APIView):
         return Response({"count": len(lines), "results": StockLineSerializer(lines, many=True).data})
 
 
-class StocktakeView(APIView):
+class StocktakeView(ApiViewMixin, APIView):
     """POST a stock take of one location: consumable counts become `adjust` movements; serials found or not
     found where the ledger expects them become discrepancies (never silent adjustments)."""
 
@@ -297,7 +309,10 @@ class StocktakeView(APIView):
                          "missing": result.missing, "unexpected": result.unexpected})
 
 
-class StockDiscrepancyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+@extend_schema_view(list=extend_schema(parameters=_filters(
+    status="open or resolved.", site="Site code.", kind="Discrepancy kind.")))
+class StockDiscrepancyViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                              viewsets.GenericViewSet):
     """Differences with the WMS and stock takes. Filters: ?status=open, ?site=, ?kind=."""
 
     serializer_class = StockDiscrepancySerializer
