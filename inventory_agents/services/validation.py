@@ -231,7 +231,7 @@ def _error_entry(error: SchemaError) -> dict[str, str]:
 def report_validate(payload: dict[str, Any]) -> str:
     """Check the schema version and the document; returns the schema id. Raises ReportProblem(400)."""
     schema_id = payload.get("schema")
-    if schema_id not in SUPPORTED_SCHEMAS:
+    if not isinstance(schema_id, str) or schema_id not in SUPPORTED_SCHEMAS:  # a list or object is unhashable
         raise ReportProblem(
             400, "unsupported_schema",
             f"Report schema {schema_id!r} is not supported by this server; supported: "

@@ -161,3 +161,9 @@ def test_infinity_is_malformed_json_not_a_500(node, token, post):
     body = json.dumps(report_of(node)).replace('"memory_gib": 2048', '"memory_gib": Infinity').encode()
     response = post(body, token)
     assert response.status_code == 400 and response.json()["error"] == "malformed_json"
+
+
+@pytest.mark.parametrize("schema", [[], {"a": 1}, 7, None])
+def test_a_schema_that_is_not_a_string_is_refused(token, node, post, schema):
+    response = post(report_of(node, schema=schema), token)
+    assert response.status_code == 400 and response.json()["error"] == "unsupported_schema"
