@@ -189,9 +189,8 @@ class ApiAutoSchema(AutoSchema):
         action = self._action()
         if action == "bulk_destroy":
             responses = {"204": {"description": "All rows deleted."}}
-        codes = ["401", "403", "429", "500"]
-        if self.method in ("POST", "PUT", "PATCH", "DELETE") or self.get_filter_backends() or self._is_detail():
-            codes.append("400")
+        # 400 everywhere: any operation refuses an unknown query parameter (gpuops.api.query_params).
+        codes = ["400", "401", "403", "429", "500"]
         if self._is_detail() or action in BULK_ACTIONS:
             codes.append("404")
         if self.method in ("POST", "PUT", "PATCH", "DELETE"):
