@@ -37,12 +37,14 @@ def browser(monkeypatch):
 def test_repair_ticket_in_the_browser(browser, live_server, eager, scheduler, notifier, fleet, groups, settings):
     from playwright.sync_api import expect
 
+    from cmdb.permissions import grant_scope
     from tests.workflows.helpers import open_by_hook
     from workflows.runner import runs_wake_due
 
     settings.GPUOPS_WORKFLOWS = {"UI_POLL_SECONDS": 1, "UI_POLL_WAITING_SECONDS": 1}
     tech = UserFactory(username="tech-browser", password="s3cret-pass")
-    tech.groups.add(groups["dc-technicians"])
+    tech.groups.add(groups["dc-technicians"])  # the role; the scope grant is where they work
+    grant_scope(scope_obj=fleet.site, perms=["change_scope"], users=[tech])
     ticket = open_by_hook(_Committing(), fleet)  # transactional db: on-commit callbacks run for real
 
     page = browser.new_page()

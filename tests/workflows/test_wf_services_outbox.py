@@ -20,6 +20,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from cmdb import models as m
+from cmdb.permissions import grant_scope
 from tests.conftest import wait_until
 from tests.factories.cmdb import UserFactory
 from workflows.models import NotificationOutbox, StepEffect, StepRun, StepStatus, Ticket, TimelineEntry, TransitionLog
@@ -74,7 +75,8 @@ def test_dead_broker_at_create_leaves_one_ticket_and_the_sweep_runs_its_step_onc
     settings.CELERY_TASK_ALWAYS_EAGER = False
     monkeypatch.setitem(app.conf, "task_always_eager", False)
     tech = UserFactory(username="tech-outbox")
-    tech.groups.add(groups["dc-technicians"])
+    tech.groups.add(groups["dc-technicians"])  # the role; the scope grant is where they work
+    grant_scope(scope_obj=fleet.node.site, perms=["change_scope"], users=[tech])
     body = {"type": "repair", "title": "XID 79", "inputs": {"accelerator": fleet.failed.serial}, "start": True}
 
     with web_broker(settings, DEAD_BROKER):

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from cmdb import models as m
 from cmdb.hooks import AcceleratorFailure, accelerator_failed
+from cmdb.permissions import grant_scope
 from inventory_agents.signals import report_received
 from tests.conftest import wait_until
 from tests.factories.cmdb import UserFactory
@@ -37,7 +38,8 @@ def test_repair_through_a_real_worker(celery_worker_process, fleet, groups, sett
     settings.CELERY_TASK_ALWAYS_EAGER = False
     monkeypatch.setitem(app.conf, "task_always_eager", False)
     tech = UserFactory(username="tech-svc")
-    tech.groups.add(groups["dc-technicians"])
+    tech.groups.add(groups["dc-technicians"])  # the role; the scope grant below is where they work
+    grant_scope(scope_obj=fleet.node.site, perms=["change_scope"], users=[tech])
     spare = fleet.spare("SPARE-SVC-1")
 
     accelerator_failed(AcceleratorFailure(accelerator_id=fleet.failed.pk, node_id=fleet.node.pk,
