@@ -72,6 +72,14 @@ ERRORS = {
 ETAG_HEADER = OpenApiParameter(
     "ETag", OpenApiTypes.STR, OpenApiParameter.HEADER, response=["200", "201"],
     description="Version tag of the returned object; send it back as If-Match to update or delete it.")
+# Writes on held objects (cmdb.holds): the caller asks to force the change (needs cmdb.override_hold).
+HOLD_OVERRIDE = [
+    OpenApiParameter("override_hold", OpenApiTypes.BOOL, OpenApiParameter.QUERY, required=False,
+                     description="Force a change of a node or card an open ticket holds (needs cmdb.override_hold; "
+                                 "recorded on the ticket, which pauses)."),
+    OpenApiParameter("force", OpenApiTypes.BOOL, OpenApiParameter.QUERY, required=False,
+                     description="Same as override_hold."),
+]
 IF_MATCH = OpenApiParameter(
     "If-Match", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
     description="Write only if the object's current ETag is one of these (else 412 Precondition Failed).")
@@ -130,6 +138,8 @@ class ApiAutoSchema(AutoSchema):
 
     def get_override_parameters(self) -> list[Any]:
         params = list(super().get_override_parameters())
+        if getattr(self.view, "hold_override", False) and self.method in ("PUT", "PATCH", "DELETE", "POST"):
+            params.extend(HOLD_OVERRIDE)
         if self._model_is_versioned() and self._is_detail() and self._action() != "history":
             if self.method in ("PUT", "PATCH", "DELETE", "POST"):  # POST: object actions such as cordon
                 params.append(IF_MATCH)

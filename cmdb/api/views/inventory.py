@@ -122,6 +122,7 @@ class CordonSerializer(drf_serializers.Serializer):
     uncordon=extend_schema(summary="Uncordon the node", request=None),
 )
 class NodeViewSet(CmdbViewSet):
+    hold_override = True  # writes take ?override_hold=1 (cmdb.holds)
     queryset = m.Node.objects.all()
     serializer_class = s.NodeSerializer
     filterset_class = f.NodeFilterSet
@@ -194,6 +195,7 @@ class HealthEventViewSet(CmdbViewSet):
 
 
 class AcceleratorViewSet(CmdbViewSet):
+    hold_override = True  # card moves take ?override_hold=1 (cmdb.holds)
     queryset = m.Accelerator.objects.all()
     serializer_class = s.AcceleratorSerializer
     filterset_class = f.AcceleratorFilterSet
