@@ -75,8 +75,7 @@ def _clients() -> dict[str, Any]:
     from cmdb.permissions import grant_scope
 
     user_model = get_user_model()
-    root, _ = user_model.objects.get_or_create(username="bench-root", defaults={"is_superuser": True,
-                                                                               "is_staff": True})
+    root, _ = user_model.objects.get_or_create(username="bench-root", defaults={"is_superuser": True, "is_staff": True})
     tech, created = user_model.objects.get_or_create(username="bench-wh1-viewer")
     if created:
         grant_scope(scope_obj=Site.objects.get(code="wh1"), perms=["view_scope"], users=[tech])
@@ -136,10 +135,14 @@ def main() -> int:
 
     clients = _clients()
     vendor = connection.vendor
-    print(f"\nCMDB API bench on {vendor} ({url.split('@')[-1]}): {Node.objects.count():,} nodes, "
-          f"{Accelerator.objects.count():,} accelerators\n")
-    print(f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; 'cpu' is this process's CPU time, which"
-          " includes SQLite's work but not PostgreSQL's)\n")
+    print(
+        f"\nCMDB API bench on {vendor} ({url.split('@')[-1]}): {Node.objects.count():,} nodes, "
+        f"{Accelerator.objects.count():,} accelerators\n"
+    )
+    print(
+        f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; 'cpu' is this process's CPU time, which"
+        " includes SQLite's work but not PostgreSQL's)\n"
+    )
     header = f"{'request':62} {'who':11} {'rows':>7} {'queries':>7} {'wall':>9} {'cpu':>9}"
     print(header)
     print("-" * len(header))
@@ -151,23 +154,26 @@ def main() -> int:
     filtered = {"site": "wh1", "model": "H100-SXM5-80GB", "health": "failed", "limit": 1000}
     for who, client in clients.items():
         _get(client, "/api/cmdb/accelerators/", {"limit": 10})  # warm up URL resolving, imports, token cache
-        elapsed, body, queries = _best(args.repeat, lambda c=client: _get(c, "/api/cmdb/accelerators/",
-                                                                          {"limit": 1000}))
-        line("GET accelerators ?limit=1000 (nested node/rack/site/model)", who, len(body["results"]), queries,
-             elapsed)
-        elapsed, body, queries = _best(args.repeat, lambda c=client: _get(
-            c, "/api/cmdb/accelerators/", {"limit": 1000, "offset": 90_000}))
+        elapsed, body, queries = _best(
+            args.repeat, lambda c=client: _get(c, "/api/cmdb/accelerators/", {"limit": 1000})
+        )
+        line("GET accelerators ?limit=1000 (nested node/rack/site/model)", who, len(body["results"]), queries, elapsed)
+        elapsed, body, queries = _best(
+            args.repeat, lambda c=client: _get(c, "/api/cmdb/accelerators/", {"limit": 1000, "offset": 90_000})
+        )
         line("GET accelerators ?limit=1000&offset=90000", who, len(body["results"]), queries, elapsed)
-        elapsed, body, queries = _best(args.repeat, lambda c=client: _get(
-            c, "/api/cmdb/accelerators/", {"mode": "cursor", "limit": 1000}))
+        elapsed, body, queries = _best(
+            args.repeat, lambda c=client: _get(c, "/api/cmdb/accelerators/", {"mode": "cursor", "limit": 1000})
+        )
         line("GET accelerators ?mode=cursor&limit=1000 (one page)", who, len(body["results"]), queries, elapsed)
         elapsed, body, queries = _best(args.repeat, lambda c=client: _get(c, "/api/cmdb/accelerators/", filtered))
-        line("GET accelerators ?site=wh1&model=H100-SXM5-80GB&health=failed", who, body["count"], queries,
-             elapsed)
+        line("GET accelerators ?site=wh1&model=H100-SXM5-80GB&health=failed", who, body["count"], queries, elapsed)
         elapsed, body, queries = _best(args.repeat, lambda c=client: _get(c, "/api/cmdb/summary/"))
         line("GET summary", who, body["accelerators"]["total"], queries, elapsed)
-        elapsed, body, queries = _best(args.repeat, lambda c=client: _get(
-            c, "/api/cmdb/nodes/", {"limit": 1000, "driver": "nvidia-driver:550.127.05"}))
+        elapsed, body, queries = _best(
+            args.repeat,
+            lambda c=client: _get(c, "/api/cmdb/nodes/", {"limit": 1000, "driver": "nvidia-driver:550.127.05"}),
+        )
         line("GET nodes ?driver=nvidia-driver:550.127.05&limit=1000", who, body["count"], queries, elapsed)
         elapsed, rows, pages = _walk(client, 1000)
         line(f"cursor walk of all accelerators ({pages} pages of 1000)", who, rows, "-", elapsed)

@@ -35,8 +35,11 @@ sys.path.insert(0, str(REPO))
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/gpuops_ingest_bench"
 # Driver versions the "changed" phase moves each node to: whichever of the two it does not run now, so the phase
 # changes something on every run of the bench.
-UPGRADE = {"nvidia": ("nvidia-driver", ("570.133.20", "550.127.05")),
-           "ascend": ("ascend-driver", ("24.1.rc3", "24.1.rc2")), "hygon": ("hygon-driver", ("6.3.9", "6.3.8"))}
+UPGRADE = {
+    "nvidia": ("nvidia-driver", ("570.133.20", "550.127.05")),
+    "ascend": ("ascend-driver", ("24.1.rc3", "24.1.rc2")),
+    "hygon": ("hygon-driver", ("6.3.9", "6.3.8")),
+}
 
 
 def _setup(url: str) -> None:
@@ -73,14 +76,18 @@ def _prepare(args) -> list[tuple[str, bytes, bytes, bytes]]:
         AgentToken.objects.filter(node_id__in=ids).delete()
         m.Node.objects.filter(pk__in=ids).update(is_stale=False)
         tokens = {pk: _token_new(AGENT_PREFIX) for pk in ids}
-        AgentToken.objects.bulk_create([AgentToken(node_id=pk, token_hash=token_hash(t), prefix=t[:10],
-                                                   description="ingest bench") for pk, t in tokens.items()],
-                                       batch_size=5000)
+        AgentToken.objects.bulk_create(
+            [
+                AgentToken(node_id=pk, token_hash=token_hash(t), prefix=t[:10], description="ingest bench")
+                for pk, t in tokens.items()
+            ],
+            batch_size=5000,
+        )
     now = timezone.now()
     later, much_later = now + dt.timedelta(minutes=5), now + dt.timedelta(minutes=10)
     out = []
     for start in range(0, len(ids), 500):
-        for node in nodes_for_reports(ids[start:start + 500]):
+        for node in nodes_for_reports(ids[start : start + 500]):
             first = report_for(node, collected_at=now)
             unchanged = {**first, "collected_at": later.strftime("%Y-%m-%dT%H:%M:%SZ")}
             changed = json.loads(json.dumps(unchanged))
@@ -119,8 +126,13 @@ def _worker(url: str, phase: int, items: list[tuple[str, bytes]], queue) -> None
     with connection.execute_wrapper(count):
         for token, body in items:
             started = time.perf_counter()
-            response = client.generic("POST", "/api/agent/reports/", body, content_type="application/json",
-                                      HTTP_AUTHORIZATION=f"Token {token}")
+            response = client.generic(
+                "POST",
+                "/api/agent/reports/",
+                body,
+                content_type="application/json",
+                HTTP_AUTHORIZATION=f"Token {token}",
+            )
             latencies.append(time.perf_counter() - started)
             outcome = response.json().get("status") if response.status_code == 200 else response.status_code
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
@@ -162,15 +174,21 @@ def _run_phase(name: str, url: str, index: int, prepared, procs: int) -> None:
     p50, p95 = latencies[n // 2] * 1000, latencies[int(n * 0.95)] * 1000
     client_cpu = sum(r[3][0] for r in results) / n * 1000
     db_cpu = sum(r[3][1] for r in results) / n * 1000
-    print(f"{name:<10} {n:>6} reports in {elapsed:6.1f} s = {n / elapsed:7.1f} reports/s | "
-          f"{queries / n:5.1f} queries/report | p50 {p50:5.1f} ms  p95 {p95:6.1f} ms  mean "
-          f"{statistics.fmean(latencies) * 1000:5.1f} ms | {outcomes}", flush=True)
+    print(
+        f"{name:<10} {n:>6} reports in {elapsed:6.1f} s = {n / elapsed:7.1f} reports/s | "
+        f"{queries / n:5.1f} queries/report | p50 {p50:5.1f} ms  p95 {p95:6.1f} ms  mean "
+        f"{statistics.fmean(latencies) * 1000:5.1f} ms | {outcomes}",
+        flush=True,
+    )
     # Wall throughput depends on what else runs on the machine; the CPU spent per report does not (much): it gives
     # the throughput the two cores would reach with nothing else running.
     per_report = (client_cpu + db_cpu) / 1000
     capacity = (os.cpu_count() or 1) / per_report if per_report else 0.0
-    print(f"{'':<10} CPU per report: Django {client_cpu:.1f} ms + PostgreSQL {db_cpu:.1f} ms -> "
-          f"{capacity:.0f} reports/s on {os.cpu_count()} idle cores", flush=True)
+    print(
+        f"{'':<10} CPU per report: Django {client_cpu:.1f} ms + PostgreSQL {db_cpu:.1f} ms -> "
+        f"{capacity:.0f} reports/s on {os.cpu_count()} idle cores",
+        flush=True,
+    )
 
 
 def main() -> int:
@@ -179,20 +197,29 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=12_500, help="bench the first N active nodes")
     parser.add_argument("--procs", type=int, default=os.cpu_count() or 2, help="client processes")
     parser.add_argument("--skip-seed", action="store_true", help="do not load the demo fleet when absent")
-    parser.add_argument("--phases", default="first,unchanged,changed",
-                        help="comma-separated subset of first,unchanged,changed (each starts from a clean slate)")
+    parser.add_argument(
+        "--phases",
+        default="first,unchanged,changed",
+        help="comma-separated subset of first,unchanged,changed (each starts from a clean slate)",
+    )
     args = parser.parse_args()
     _setup(args.database_url)
     from django.db import connection
 
-    print(f"database: {connection.vendor} {args.database_url.split('@')[-1]}, {args.procs} client processes, "
-          f"{os.cpu_count()} cores", flush=True)
+    print(
+        f"database: {connection.vendor} {args.database_url.split('@')[-1]}, {args.procs} client processes, "
+        f"{os.cpu_count()} cores",
+        flush=True,
+    )
     started = time.monotonic()
     prepared = _prepare(args)
     sample = prepared[:50]
     cards = sum(len(json.loads(p[1])["accelerators"]) for p in sample) / max(1, len(sample))
-    print(f"prepared {len(prepared)} reports (~{cards:.0f} cards, {len(prepared[0][1]) // 1024} KiB each) in "
-          f"{time.monotonic() - started:.0f} s", flush=True)
+    print(
+        f"prepared {len(prepared)} reports (~{cards:.0f} cards, {len(prepared[0][1]) // 1024} KiB each) in "
+        f"{time.monotonic() - started:.0f} s",
+        flush=True,
+    )
     print(f"load average before: {os.getloadavg()[0]:.1f}", flush=True)
     for index, name in enumerate(("first", "unchanged", "changed"), start=1):
         if name in args.phases.split(","):

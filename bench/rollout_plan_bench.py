@@ -33,13 +33,23 @@ def _generated(n_nodes: int, *, seed_clusters: int = 3000):
     from workflows.rollouts.planning import ClusterFacts, NodeFacts, PackageFacts, PlanOptions
 
     n_clusters = max(1, n_nodes // seed_clusters)
-    nodes = [NodeFacts(id=i, hostname=f"gen-{i:06d}", cluster_id=i % n_clusters, rack_id=i // 4,
-                       accelerator_model_ids=(1 + i % 2,), installed_version="550.127.05",
-                       tags=frozenset({"canary"}) if i % 997 == 0 else frozenset())
-             for i in range(n_nodes)]
+    nodes = [
+        NodeFacts(
+            id=i,
+            hostname=f"gen-{i:06d}",
+            cluster_id=i % n_clusters,
+            rack_id=i // 4,
+            accelerator_model_ids=(1 + i % 2,),
+            installed_version="550.127.05",
+            tags=frozenset({"canary"}) if i % 997 == 0 else frozenset(),
+        )
+        for i in range(n_nodes)
+    ]
     per_cluster = -(-n_nodes // n_clusters)
-    clusters = [ClusterFacts(id=c, name=f"gen-c{c}", in_service=per_cluster, available=per_cluster,
-                             floor_percent=80) for c in range(n_clusters)]
+    clusters = [
+        ClusterFacts(id=c, name=f"gen-c{c}", in_service=per_cluster, available=per_cluster, floor_percent=80)
+        for c in range(n_clusters)
+    ]
     package = PackageFacts("nvidia-driver", "570.133.20", frozenset({1, 2}))
     options = PlanOptions(canary_size=10, wave_percent=5, max_per_rack=1, failure_budget_percent=2)
     return nodes, clusters, package, options
@@ -58,8 +68,10 @@ def bench_generated(repeat: int) -> None:
             plan = plan_build(nodes, clusters, package, options)
             times.append(time.perf_counter() - started)
         assert plan is not None
-        print(f"  {n:>7,} nodes: best {min(times) * 1000:7.1f} ms, median {statistics.median(times) * 1000:7.1f} ms"
-              f"  -> {len(plan.waves)} waves, largest {max(len(w.node_ids) for w in plan.waves)} nodes")
+        print(
+            f"  {n:>7,} nodes: best {min(times) * 1000:7.1f} ms, median {statistics.median(times) * 1000:7.1f} ms"
+            f"  -> {len(plan.waves)} waves, largest {max(len(w.node_ids) for w in plan.waves)} nodes"
+        )
 
 
 def _database(url: str) -> str:
@@ -96,11 +108,14 @@ def bench_database(url: str, repeat: int) -> None:
         print(f"database {url.split('@')[-1]}: {total} nodes, not the large fleet; skipped")
         return
     package = DriverPackage.objects.get(component="nvidia-driver", version="570.133.20")
-    options = RolloutOptions.from_dict({"canary_size": 10, "wave_percent": 5, "max_per_rack": 1,
-                                        "failure_budget_percent": 2})
+    options = RolloutOptions.from_dict(
+        {"canary_size": 10, "wave_percent": 5, "max_per_rack": 1, "failure_budget_percent": 2}
+    )
     print(f"planning from the database ({connection.vendor}, {total:,} nodes):")
-    for label, selector in (("cluster wh1-train", NodeSelector(clusters=("wh1-train",))),
-                            ("whole fleet (wh1, gy1)", NodeSelector(sites=("wh1", "gy1")))):
+    for label, selector in (
+        ("cluster wh1-train", NodeSelector(clusters=("wh1-train",))),
+        ("whole fleet (wh1, gy1)", NodeSelector(sites=("wh1", "gy1"))),
+    ):
         facts_t, plan_t = [], []
         for _ in range(repeat):
             with CaptureQueriesContext(connection) as queries:
@@ -111,11 +126,12 @@ def bench_database(url: str, repeat: int) -> None:
             started = time.perf_counter()
             plan = plan_build(facts, clusters, pkg, options.plan)
             plan_t.append(time.perf_counter() - started)
-        print(f"  {label:<22} {len(facts):>6,} nodes: facts {statistics.median(facts_t):6.2f} s "
-              f"({len(queries)} queries), plan {statistics.median(plan_t) * 1000:6.1f} ms -> {plan.node_count:,} "
-              f"planned in {len(plan.waves)} waves, {len(plan.refused):,} refused")
+        print(
+            f"  {label:<22} {len(facts):>6,} nodes: facts {statistics.median(facts_t):6.2f} s "
+            f"({len(queries)} queries), plan {statistics.median(plan_t) * 1000:6.1f} ms -> {plan.node_count:,} "
+            f"planned in {len(plan.waves)} waves, {len(plan.refused):,} refused"
+        )
     bench_ticket(repeat)
-
 
 
 def bench_ticket(repeat: int) -> None:
@@ -128,18 +144,26 @@ def bench_ticket(repeat: int) -> None:
     from workflows.rollouts.models import NodeLock, NodeRun, Rollout
     from workflows.runner import step_execute
 
-    inputs = {"package": "nvidia-driver 570.133.20", "canary_size": 10, "wave_percent": 5, "max_per_rack": 1,
-              "failure_budget_percent": 2}
+    inputs = {
+        "package": "nvidia-driver 570.133.20",
+        "canary_size": 10,
+        "wave_percent": 5,
+        "max_per_rack": 1,
+        "failure_budget_percent": 2,
+    }
     print("a rollout ticket: opening it (the request) and its prepare step (a worker), each rolled back:")
-    for label, selection in (("cluster wh1-train", {"clusters": "wh1-train"}),
-                             ("whole fleet (wh1, gy1)", {"sites": "wh1 gy1"})):
+    for label, selection in (
+        ("cluster wh1-train", {"clusters": "wh1-train"}),
+        ("whole fleet (wh1, gy1)", {"sites": "wh1 gy1"}),
+    ):
         open_t, prepare_t = [], []
         for _ in range(repeat):
             with transaction.atomic():
                 with CaptureQueriesContext(connection) as open_q:
                     started = time.perf_counter()
-                    ticket = ticket_create(type_="driver_rollout", title=f"bench: {label}", requester=None,
-                                           inputs={**inputs, **selection})
+                    ticket = ticket_create(
+                        type_="driver_rollout", title=f"bench: {label}", requester=None, inputs={**inputs, **selection}
+                    )
                     open_t.append(time.perf_counter() - started)
                 run = StepRun.objects.get(ticket=ticket, step="prepare")
                 with CaptureQueriesContext(connection) as prepare_q:
@@ -152,9 +176,11 @@ def bench_ticket(repeat: int) -> None:
                 runs = NodeRun.objects.filter(rollout=rollout).count()
                 locks = NodeLock.objects.filter(owner_key=rollout.lock_key).count()
                 transaction.set_rollback(True)  # measured, not kept
-        print(f"  {label:<22} open {statistics.median(open_t) * 1000:6.1f} ms ({len(open_q)} queries), "
-              f"prepare step {statistics.median(prepare_t):5.2f} s ({len(prepare_q)} queries) -> "
-              f"{runs:,} node runs, {locks:,} node locks")
+        print(
+            f"  {label:<22} open {statistics.median(open_t) * 1000:6.1f} ms ({len(open_q)} queries), "
+            f"prepare step {statistics.median(prepare_t):5.2f} s ({len(prepare_q)} queries) -> "
+            f"{runs:,} node runs, {locks:,} node locks"
+        )
 
 
 def main() -> int:

@@ -38,10 +38,19 @@ def main() -> int:
     elapsed = time.monotonic() - started
     peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     counts = subprocess.run(
-        [*manage, "shell", "--no-imports", "-c",
-         "from cmdb import models as m; print(*(f'{x.__name__}={x.objects.count()}' for x in "
-         "(m.Node, m.Accelerator, m.Nic, m.Switch, m.Link, m.ChangeRecord)))"],
-        env=env, check=True, capture_output=True, text=True).stdout.strip()
+        [
+            *manage,
+            "shell",
+            "--no-imports",
+            "-c",
+            "from cmdb import models as m; print(*(f'{x.__name__}={x.objects.count()}' for x in "
+            "(m.Node, m.Accelerator, m.Nic, m.Switch, m.Link, m.ChangeRecord)))",
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     print(f"seed_demo --scale large: {elapsed:.1f} s wall, peak RSS {peak_mib:.0f} MiB")
     print(f"database: {url.split('@')[-1]}")
     print(f"rows: {counts}")

@@ -172,20 +172,26 @@ def _status_action(status: str):
     def action(modeladmin, request, queryset):
         # Per row: view-only staff and rows outside the user's change scopes are refused, nothing written.
         if not modeladmin.rows_changeable(request, queryset):
-            modeladmin.message_user(request, "You may not change every selected node; nothing was changed.",
-                                    messages.ERROR)
+            modeladmin.message_user(
+                request, "You may not change every selected node; nothing was changed.", messages.ERROR
+            )
             return
         try:
-            changed = nodes_set_status(node_ids=queryset.values_list("pk", flat=True), status=status,
-                                       reason=f"admin bulk action by {request.user}", actor=request.user)
+            changed = nodes_set_status(
+                node_ids=queryset.values_list("pk", flat=True),
+                status=status,
+                reason=f"admin bulk action by {request.user}",
+                actor=request.user,
+            )
         except (HeldError, PermissionDenied) as exc:  # nothing written: the service refuses the whole batch
             modeladmin.message_user(request, str(exc), level=messages.ERROR)
             return
         modeladmin.message_user(request, f"{changed} node(s) marked {status}.")
 
     action.__name__ = f"mark_{status}"
-    return admin.action(description=f"Mark selected nodes {m.NodeStatus(status).label.lower()}",
-                        permissions=["change"])(action)
+    return admin.action(
+        description=f"Mark selected nodes {m.NodeStatus(status).label.lower()}", permissions=["change"]
+    )(action)
 
 
 _NODE_SERVICE_FIELDS = ("status", "is_cordoned", "cordon_reason")
@@ -197,8 +203,10 @@ class NodeAdminForm(forms.ModelForm):
     a user with cmdb.override_hold may tick `override_hold` to force it (the ticket is told and paused)."""
 
     override_hold = forms.BooleanField(
-        required=False, label="Override the ticket's hold",
-        help_text="Force this change on a node an open ticket holds. The ticket records it and is paused.")
+        required=False,
+        label="Override the ticket's hold",
+        help_text="Force this change on a node an open ticket holds. The ticket records it and is paused.",
+    )
 
     class Meta:
         model = m.Node
@@ -214,7 +222,9 @@ class NodeAdminForm(forms.ModelForm):
                 holder = held[node.pk]
                 raise forms.ValidationError(
                     f"{node} is held by {holder.ticket_ref} ({holder.kind}): its {', '.join(touched)} cannot be "
-                    f"changed here until {holder.ticket_ref} finishes.", code="held")
+                    f"changed here until {holder.ticket_ref} finishes.",
+                    code="held",
+                )
         return cleaned
 
 
@@ -225,10 +235,33 @@ class NodeAdmin(CsvAdminMixin, ScopedAdmin):
     csv_export = staticmethod(imports.nodes_export_csv)
     csv_columns = imports.NODE_COLUMNS
     change_list_template = "admin/cmdb/csv_change_list.html"
-    list_display = ("hostname", "serial", "site", "rack", "position", "server_model", "status", "health",
-                    "is_cordoned", "cluster", "tenant", "last_seen_at")
-    list_filter = ("site", "status", "health", "is_cordoned", "role", "server_model__vendor", "server_model",
-                   "cluster", "tenant", "is_stale", "tags")
+    list_display = (
+        "hostname",
+        "serial",
+        "site",
+        "rack",
+        "position",
+        "server_model",
+        "status",
+        "health",
+        "is_cordoned",
+        "cluster",
+        "tenant",
+        "last_seen_at",
+    )
+    list_filter = (
+        "site",
+        "status",
+        "health",
+        "is_cordoned",
+        "role",
+        "server_model__vendor",
+        "server_model",
+        "cluster",
+        "tenant",
+        "is_stale",
+        "tags",
+    )
     search_fields = ("hostname", "serial", "asset_tag", "bmc_address", "po_number")
     list_select_related = ("site", "rack__room__site", "server_model", "cluster", "tenant")
     autocomplete_fields = ()
@@ -254,11 +287,19 @@ class NodeAdmin(CsvAdminMixin, ScopedAdmin):
             return
         override = bool(form.cleaned_data.get("override_hold"))
         if "status" in asked:
-            nodes_set_status(node_ids=[obj.pk], status=asked["status"], reason=f"admin edit by {request.user}",
-                             override_hold=override)
+            nodes_set_status(
+                node_ids=[obj.pk],
+                status=asked["status"],
+                reason=f"admin edit by {request.user}",
+                override_hold=override,
+            )
         if {"is_cordoned", "cordon_reason"} & set(asked):
-            node_schedulability_set(node=obj, is_cordoned=form.cleaned_data["is_cordoned"],
-                                    reason=form.cleaned_data.get("cordon_reason", ""), override_hold=override)
+            node_schedulability_set(
+                node=obj,
+                is_cordoned=form.cleaned_data["is_cordoned"],
+                reason=form.cleaned_data.get("cordon_reason", ""),
+                override_hold=override,
+            )
         obj.refresh_from_db()
 
 
@@ -308,8 +349,18 @@ class AcceleratorAdmin(CsvAdminMixin, ScopedAdmin):
     csv_export = staticmethod(imports.accelerators_export_csv)
     csv_columns = imports.ACCELERATOR_COLUMNS
     change_list_template = "admin/cmdb/csv_change_list.html"
-    list_display = ("serial", "model", "node", "slot_index", "site", "health", "lifecycle", "is_missing",
-                    "firmware_version", "last_seen_at")
+    list_display = (
+        "serial",
+        "model",
+        "node",
+        "slot_index",
+        "site",
+        "health",
+        "lifecycle",
+        "is_missing",
+        "firmware_version",
+        "last_seen_at",
+    )
     list_filter = ("site", "health", "lifecycle", "model__vendor", "model", "is_missing")
     search_fields = ("serial", "uuid", "node__hostname", "pci_bus_id", "po_number")
     list_select_related = ("model", "node", "site")
@@ -417,8 +468,7 @@ class HealthPolicyAdmin(ScopedAdmin):
 
 @admin.register(m.HealthEvent)
 class HealthEventAdmin(ScopedAdmin):
-    list_display = ("last_seen_at", "node", "accelerator", "kind", "code", "severity", "action", "count",
-                    "resolved_at")
+    list_display = ("last_seen_at", "node", "accelerator", "kind", "code", "severity", "action", "count", "resolved_at")
     list_filter = ("severity", "kind", "action", "node__site")
     search_fields = ("node__hostname", "accelerator__serial", "code", "message")
     list_select_related = ("node", "accelerator")

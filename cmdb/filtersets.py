@@ -58,8 +58,10 @@ class RefFilter(df.CharFilter):
 
 def ref(paths: str | tuple[str, ...], key: str, what: str) -> tuple[RefFilter, RefFilter]:
     """The pair `<name>` / `<name>__in` of filters on a related object."""
-    return (RefFilter(paths, key, label=f"{what}: id or {key}"),
-            RefFilter(paths, key, many=True, label=f"{what}: comma-separated ids or {key}s"))
+    return (
+        RefFilter(paths, key, label=f"{what}: id or {key}"),
+        RefFilter(paths, key, many=True, label=f"{what}: comma-separated ids or {key}s"),
+    )
 
 
 class ChoiceInFilter(df.BaseInFilter, df.ChoiceFilter):
@@ -104,18 +106,24 @@ class DateTimeFilter(df.IsoDateTimeFilter):
 
 
 def choice(field: str, choices: Any) -> tuple[df.ChoiceFilter, ChoiceInFilter]:
-    return (df.ChoiceFilter(field_name=field, choices=choices),
-            ChoiceInFilter(field_name=field, choices=choices, lookup_expr="in", label=f"{field}: comma-separated"))
+    return (
+        df.ChoiceFilter(field_name=field, choices=choices),
+        ChoiceInFilter(field_name=field, choices=choices, lookup_expr="in", label=f"{field}: comma-separated"),
+    )
 
 
 def text(field: str) -> tuple[df.CharFilter, CharInFilter]:
-    return (df.CharFilter(field_name=field),
-            CharInFilter(field_name=field, lookup_expr="in", label=f"{field}: comma-separated"))
+    return (
+        df.CharFilter(field_name=field),
+        CharInFilter(field_name=field, lookup_expr="in", label=f"{field}: comma-separated"),
+    )
 
 
 def number(field: str) -> tuple[IntFilter, NumberInFilter]:
-    return (IntFilter(field_name=field),
-            NumberInFilter(field_name=field, lookup_expr="in", label=f"{field}: comma-separated"))
+    return (
+        IntFilter(field_name=field),
+        NumberInFilter(field_name=field, lookup_expr="in", label=f"{field}: comma-separated"),
+    )
 
 
 def _split_driver(token: str) -> Q:
@@ -170,6 +178,7 @@ class TrackedFilterSet(CmdbFilterSet):
 
 
 # --- locations and organisation --------------------------------------------------------------------------------
+
 
 class SiteFilterSet(TrackedFilterSet):
     search_fields = ("code", "name", "region")
@@ -232,6 +241,7 @@ class TenantFilterSet(TrackedFilterSet):
 
 
 # --- catalog -----------------------------------------------------------------------------------------------------
+
 
 class VendorFilterSet(TrackedFilterSet):
     search_fields = ("slug", "name")
@@ -296,9 +306,10 @@ class DriverPackageFilterSet(TrackedFilterSet):
     vendor, vendor__in = ref("vendor", "slug", "Vendor")
     component, component__in = choice("component", m.DriverComponent.choices)
     version, version__in = text("version")
-    supports = df.CharFilter(method="filter_supports",
-                             label="Compatibility matrix: packages supporting these accelerator models "
-                                   "(comma-separated ids or names).")
+    supports = df.CharFilter(
+        method="filter_supports",
+        label="Compatibility matrix: packages supporting these accelerator models (comma-separated ids or names).",
+    )
     requires_reboot = df.BooleanFilter()
     ordering = df.OrderingFilter(fields=("id", "component", "version", "released_at"))
 
@@ -309,9 +320,10 @@ class DriverPackageFilterSet(TrackedFilterSet):
     def filter_supports(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
         tokens = [t.strip() for t in value.split(",") if t.strip()]
         through = m.DriverPackage.supported_models.through
-        matches = through.objects.filter(Q(acceleratormodel_id__in=[int(t) for t in tokens
-                                                                     if t.isdigit() and int(t) <= MAX_ID])
-                                         | Q(acceleratormodel__name__in=tokens))
+        matches = through.objects.filter(
+            Q(acceleratormodel_id__in=[int(t) for t in tokens if t.isdigit() and int(t) <= MAX_ID])
+            | Q(acceleratormodel__name__in=tokens)
+        )
         return queryset.filter(pk__in=matches.values("driverpackage_id"))
 
 
@@ -331,6 +343,7 @@ class HealthPolicyFilterSet(CmdbFilterSet):
 
 
 # --- nodes and components --------------------------------------------------------------------------------------
+
 
 class NodeFilterSet(TrackedFilterSet):
     search_fields = ("hostname", "serial", "asset_tag", "po_number")
@@ -356,14 +369,29 @@ class NodeFilterSet(TrackedFilterSet):
     last_seen_at__gte = DateTimeFilter(field_name="last_seen_at", lookup_expr="gte")
     last_seen_at__lte = DateTimeFilter(field_name="last_seen_at", lookup_expr="lte")
     tag = df.CharFilter(method="filter_tag", label="Tag slugs, comma-separated (any of).")
-    driver = df.CharFilter(method="filter_driver",
-                           label="Installed component[:version], comma-separated (any of), "
-                                 "e.g. nvidia-driver:550.127.05.")
-    installed_version = df.CharFilter(method="filter_installed_version",
-                                      label="Any installed component at this version (comma-separated).")
-    ordering = df.OrderingFilter(fields=(
-        "id", "hostname", "serial", "status", "health", "role", "position", "last_seen_at", "updated_at",
-        ("site__code", "site"), ("rack__name", "rack"), ("cluster__name", "cluster")))
+    driver = df.CharFilter(
+        method="filter_driver",
+        label="Installed component[:version], comma-separated (any of), e.g. nvidia-driver:550.127.05.",
+    )
+    installed_version = df.CharFilter(
+        method="filter_installed_version", label="Any installed component at this version (comma-separated)."
+    )
+    ordering = df.OrderingFilter(
+        fields=(
+            "id",
+            "hostname",
+            "serial",
+            "status",
+            "health",
+            "role",
+            "position",
+            "last_seen_at",
+            "updated_at",
+            ("site__code", "site"),
+            ("rack__name", "rack"),
+            ("cluster__name", "cluster"),
+        )
+    )
 
     class Meta:
         model = m.Node
@@ -448,6 +476,7 @@ class InstalledSoftwareFilterSet(_NodeChildFilterSet):
 
 # --- accelerators ----------------------------------------------------------------------------------------------
 
+
 class AcceleratorFilterSet(TrackedFilterSet):
     search_fields = ("serial", "uuid", "pci_bus_id", "node__hostname")
     site, site__in = ref("site", "code", "Site")
@@ -470,13 +499,26 @@ class AcceleratorFilterSet(TrackedFilterSet):
     po_number = df.CharFilter()
     is_missing = df.BooleanFilter()
     tag = df.CharFilter(method="filter_tag", label="Tag slugs of the card's node, comma-separated (any of).")
-    driver = df.CharFilter(method="filter_driver",
-                           label="Installed on the card's node: component[:version], comma-separated (any of).")
-    installed_version = df.CharFilter(method="filter_installed_version",
-                                      label="Any component at this version installed on the card's node.")
-    ordering = df.OrderingFilter(fields=(
-        "id", "serial", "health", "lifecycle", "slot_index", "updated_at", "health_changed_at",
-        ("node__hostname", "node"), ("site__code", "site"), ("model__name", "model")))
+    driver = df.CharFilter(
+        method="filter_driver", label="Installed on the card's node: component[:version], comma-separated (any of)."
+    )
+    installed_version = df.CharFilter(
+        method="filter_installed_version", label="Any component at this version installed on the card's node."
+    )
+    ordering = df.OrderingFilter(
+        fields=(
+            "id",
+            "serial",
+            "health",
+            "lifecycle",
+            "slot_index",
+            "updated_at",
+            "health_changed_at",
+            ("node__hostname", "node"),
+            ("site__code", "site"),
+            ("model__name", "model"),
+        )
+    )
 
     class Meta:
         model = m.Accelerator
@@ -530,6 +572,7 @@ class HealthEventFilterSet(CmdbFilterSet):
 
 # --- stock -------------------------------------------------------------------------------------------------------
 
+
 class StockLocationFilterSet(TrackedFilterSet):
     search_fields = ("name",)
     site, site__in = ref("site", "code", "Site")
@@ -559,6 +602,7 @@ class PartItemFilterSet(TrackedFilterSet):
 
 
 # --- network -----------------------------------------------------------------------------------------------------
+
 
 class FabricFilterSet(TrackedFilterSet):
     search_fields = ("name",)
@@ -632,6 +676,7 @@ class LinkFilterSet(TrackedFilterSet):
 
 
 # --- history -----------------------------------------------------------------------------------------------------
+
 
 @extend_schema_field(OpenApiTypes.STR)
 class ModelLabelFilter(df.CharFilter):

@@ -33,12 +33,14 @@ SCOPE_PATHS: dict[str, dict[str, str]] = {
     "cmdb.node": {"site": "site_id", "cluster": "cluster_id", "tenant": "tenant_id"},
     "cmdb.component": {"site": "node__site_id", "cluster": "node__cluster_id", "tenant": "node__tenant_id"},
     "cmdb.nic": {"site": "node__site_id", "cluster": "node__cluster_id", "tenant": "node__tenant_id"},
-    "cmdb.nicport": {"site": "nic__node__site_id", "cluster": "nic__node__cluster_id",
-                     "tenant": "nic__node__tenant_id"},
+    "cmdb.nicport": {
+        "site": "nic__node__site_id",
+        "cluster": "nic__node__cluster_id",
+        "tenant": "nic__node__tenant_id",
+    },
     "cmdb.accelerator": {"site": "site_id", "cluster": "node__cluster_id", "tenant": "node__tenant_id"},
     "cmdb.acceleratorplacement": {"site": "accelerator__site_id"},
-    "cmdb.installedsoftware": {"site": "node__site_id", "cluster": "node__cluster_id",
-                               "tenant": "node__tenant_id"},
+    "cmdb.installedsoftware": {"site": "node__site_id", "cluster": "node__cluster_id", "tenant": "node__tenant_id"},
     "cmdb.healthevent": {"site": "node__site_id", "cluster": "node__cluster_id", "tenant": "node__tenant_id"},
     "cmdb.fabric": {"site": "site_id"},
     "cmdb.switch": {"site": "site_id"},
@@ -50,8 +52,13 @@ SCOPE_PATHS: dict[str, dict[str, str]] = {
 }
 
 CATALOG_MODELS = {
-    "cmdb.vendor", "cmdb.acceleratormodel", "cmdb.servermodel", "cmdb.partmodel", "cmdb.tag",
-    "cmdb.driverpackage", "cmdb.healthpolicy",
+    "cmdb.vendor",
+    "cmdb.acceleratormodel",
+    "cmdb.servermodel",
+    "cmdb.partmodel",
+    "cmdb.tag",
+    "cmdb.driverpackage",
+    "cmdb.healthpolicy",
 }
 
 

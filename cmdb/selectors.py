@@ -67,9 +67,11 @@ def fleet_summary(*, user: AbstractBaseUser, filters: Mapping[str, str] | None =
 
 def node_history(*, node: Node) -> QuerySet:
     """The change records of one node, newest first (the caller has checked the node is visible)."""
-    return ChangeRecord.objects.filter(
-        content_type=ContentType.objects.get_for_model(Node), object_id=node.pk
-    ).select_related("actor", "content_type").order_by("-at", "-id")
+    return (
+        ChangeRecord.objects.filter(content_type=ContentType.objects.get_for_model(Node), object_id=node.pk)
+        .select_related("actor", "content_type")
+        .order_by("-at", "-id")
+    )
 
 
 def change_list(*, user: AbstractBaseUser) -> QuerySet:

@@ -75,9 +75,9 @@ def current_context() -> ChangeContext:
 
 
 @contextlib.contextmanager
-def change_context(*, actor: Any = None, source: str | None = None, correlation_id: str | None = None) -> Iterator[
-    ChangeContext
-]:
+def change_context(
+    *, actor: Any = None, source: str | None = None, correlation_id: str | None = None
+) -> Iterator[ChangeContext]:
     """Run a block under a change context. Unset arguments inherit from the enclosing context."""
     outer = _current.get()
     base = outer or ChangeContext(correlation_id=new_correlation_id())

@@ -54,8 +54,9 @@ class BaseTask(DjangoTask):
             # Same as Celery's own eager branch, but decided by the live Django setting (see module docstring).
             for key in ("countdown", "eta", "queue", "routing_key", "expires", "priority"):
                 options.pop(key, None)
-            return self.apply(args, kwargs, task_id=task_id,
-                              throw=getattr(settings, "CELERY_TASK_EAGER_PROPAGATES", True), **options)
+            return self.apply(
+                args, kwargs, task_id=task_id, throw=getattr(settings, "CELERY_TASK_EAGER_PROPAGATES", True), **options
+            )
         return super().apply_async(args, kwargs, task_id=task_id, **options)
 
     def apply(self, args: Any = None, kwargs: Any = None, *, retries: int | None = None, **options: Any):

@@ -27,8 +27,12 @@ from .services.tokens import agent_token_issue, agent_token_revoke, enrollment_t
 
 class _TokenShownOnce:
     def _show(self, request, what: str, token: str) -> None:
-        messages.warning(request, format_html(
-            "{}: <code>{}</code> - copy it now, it is not stored and will not be shown again.", what, token))
+        messages.warning(
+            request,
+            format_html(
+                "{}: <code>{}</code> - copy it now, it is not stored and will not be shown again.", what, token
+            ),
+        )
 
 
 class AgentTokenForm(forms.ModelForm):
@@ -36,8 +40,9 @@ class AgentTokenForm(forms.ModelForm):
         model = AgentToken
         fields = ["node", "description"]
 
-    revoke_others = forms.BooleanField(required=False, initial=True,
-                                       help_text="Revoke the node's other tokens (re-keying its agent).")
+    revoke_others = forms.BooleanField(
+        required=False, initial=True, help_text="Revoke the node's other tokens (re-keying its agent)."
+    )
 
 
 @admin.register(AgentToken)
@@ -70,8 +75,12 @@ class AgentTokenAdmin(_TokenShownOnce, ScopedAdmin):
             return
         if not permissions.can(request.user, "change", obj.node):
             raise PermissionDenied("You may not issue tokens for this node.")
-        issued = agent_token_issue(node=obj.node, description=obj.description, actor=request.user,
-                                   revoke_others=form.cleaned_data.get("revoke_others", True))
+        issued = agent_token_issue(
+            node=obj.node,
+            description=obj.description,
+            actor=request.user,
+            revoke_others=form.cleaned_data.get("revoke_others", True),
+        )
         obj.pk = issued.row.pk
         obj._state.adding = False
         self._show(request, f"Agent token for {obj.node}", issued.token)
@@ -119,8 +128,14 @@ class EnrollmentTokenAdmin(_TokenShownOnce, admin.ModelAdmin):
             if change:
                 super().save_model(request, obj, form, change)
                 return
-            issued = enrollment_token_issue(name=obj.name, site=obj.site, server_model=obj.server_model,
-                                            max_uses=obj.max_uses, expires_at=obj.expires_at, actor=request.user)
+            issued = enrollment_token_issue(
+                name=obj.name,
+                site=obj.site,
+                server_model=obj.server_model,
+                max_uses=obj.max_uses,
+                expires_at=obj.expires_at,
+                actor=request.user,
+            )
         obj.pk = issued.row.pk
         obj._state.adding = False
         self._show(request, f"Enrollment token {obj.name}", issued.token)
@@ -143,8 +158,22 @@ class ReportAdmin(ScopedAdmin):
     search_fields = ("node__hostname", "=id", "report_hash")
     list_select_related = ("node",)
     date_hierarchy = "received_at"
-    fields = ("id", "node", "received_at", "collected_at", "status", "schema", "agent_version", "report_hash",
-              "size_bytes", "duration_ms", "changes_link", "summary_pretty", "errors_pretty", "payload_pretty")
+    fields = (
+        "id",
+        "node",
+        "received_at",
+        "collected_at",
+        "status",
+        "schema",
+        "agent_version",
+        "report_hash",
+        "size_bytes",
+        "duration_ms",
+        "changes_link",
+        "summary_pretty",
+        "errors_pretty",
+        "payload_pretty",
+    )
     readonly_fields = fields
 
     def has_add_permission(self, request) -> bool:
@@ -185,8 +214,15 @@ class AgentStateAdmin(ScopedAdmin):
     list_display = ("node", "agent_version", "last_full_at", "reports_applied", "last_report")
     search_fields = ("node__hostname", "agent_version")
     list_select_related = ("node",)
-    readonly_fields = ("node", "last_hash", "last_full_at", "last_report", "agent_version", "reports_applied",
-                       "signal_fingerprints")
+    readonly_fields = (
+        "node",
+        "last_hash",
+        "last_full_at",
+        "last_report",
+        "agent_version",
+        "reports_applied",
+        "signal_fingerprints",
+    )
 
     def has_add_permission(self, request) -> bool:
         return False

@@ -84,8 +84,10 @@ class _JsonErrorsMixin:
         if getattr(self.request, "method", "POST") != "POST":
             return response
         if isinstance(exc, exceptions.APIException) and isinstance(response.data, dict):
-            response.data = {"error": exc.get_codes() if isinstance(exc.get_codes(), str) else "error",
-                             "detail": str(exc.detail)}
+            response.data = {
+                "error": exc.get_codes() if isinstance(exc.get_codes(), str) else "error",
+                "detail": str(exc.detail),
+            }
         return response
 
 
@@ -140,8 +142,11 @@ class EnrollView(_JsonErrorsMixin, APIView):
     permission_classes: list = []
     parser_classes: list = []
 
-    @extend_schema(summary="Enroll a node", request={"application/json": {"type": "object"}},
-                   responses={201: OpenApiResponse(description="node registered, agent token issued")})
+    @extend_schema(
+        summary="Enroll a node",
+        request={"application/json": {"type": "object"}},
+        responses={201: OpenApiResponse(description="node registered, agent token issued")},
+    )
     def post(self, request: Request) -> Response:
         token = _bearer(request._request)
         if token is None:
@@ -158,8 +163,12 @@ class EnrollView(_JsonErrorsMixin, APIView):
         hostname = payload.get("hostname")
         serial = payload.get("serial", system.get("serial_raw") or system.get("serial"))
         if not isinstance(hostname, str) or (serial is not None and not isinstance(serial, str)):
-            return _error(400, "invalid_request", "hostname (string) is required; serial must be a string.",
-                          errors=[{"path": "$.hostname", "message": "required string"}])
+            return _error(
+                400,
+                "invalid_request",
+                "hostname (string) is required; serial must be a string.",
+                errors=[{"path": "$.hostname", "message": "required string"}],
+            )
         try:
             with transaction.atomic():
                 enrollment = node_enroll(enrollment_token=token, hostname=hostname, serial_raw=serial)
@@ -167,11 +176,17 @@ class EnrollView(_JsonErrorsMixin, APIView):
             return _error(refusal.status, "enrollment_refused", str(refusal))
         except ValidationError as exc:
             return _error(400, "invalid_request", "; ".join(exc.messages))
-        return Response({
-            "node_id": enrollment.node.pk, "hostname": enrollment.node.hostname, "created": enrollment.created,
-            "status": enrollment.node.status, "token": enrollment.issued.token,
-            "report_url": request.build_absolute_uri("/api/agent/reports/"),
-        }, status=201)
+        return Response(
+            {
+                "node_id": enrollment.node.pk,
+                "hostname": enrollment.node.hostname,
+                "created": enrollment.created,
+                "status": enrollment.node.status,
+                "token": enrollment.issued.token,
+                "report_url": request.build_absolute_uri("/api/agent/reports/"),
+            },
+            status=201,
+        )
 
 
 class ReportSerializer(serializers.ModelSerializer):
@@ -179,8 +194,20 @@ class ReportSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Report
-        fields = ["id", "node", "received_at", "collected_at", "schema", "agent_version", "report_hash",
-                  "size_bytes", "status", "errors", "summary", "duration_ms"]
+        fields = [
+            "id",
+            "node",
+            "received_at",
+            "collected_at",
+            "schema",
+            "agent_version",
+            "report_hash",
+            "size_bytes",
+            "status",
+            "errors",
+            "summary",
+            "duration_ms",
+        ]
 
 
 class ReportDetailSerializer(ReportSerializer):
@@ -188,9 +215,14 @@ class ReportDetailSerializer(ReportSerializer):
         fields = [*ReportSerializer.Meta.fields, "payload"]
 
 
-@extend_schema_view(get=extend_schema(parameters=[
-    OpenApiParameter("node", str, description="Node hostname."),
-    OpenApiParameter("status", str, description="applied, rejected or failed.")]))
+@extend_schema_view(
+    get=extend_schema(
+        parameters=[
+            OpenApiParameter("node", str, description="Node hostname."),
+            OpenApiParameter("status", str, description="applied, rejected or failed."),
+        ]
+    )
+)
 class ReportsView(_JsonErrorsMixin, ApiViewMixin, generics.ListAPIView):
     """One URL, two audiences: an agent POSTs its report with its agent token; people GET the stored reports
     (newest first, `?node=<hostname>&status=applied|rejected|failed`) with their session or API token, scoped
@@ -221,8 +253,13 @@ class ReportsView(_JsonErrorsMixin, ApiViewMixin, generics.ListAPIView):
     @extend_schema(
         summary="Post an agent report (schema gpuops.agent-report/1)",
         request={"application/json": {"type": "object"}},
-        responses={200: OpenApiResponse(description="applied or unchanged"), 400: None, 401: None, 403: None,
-                   413: None},
+        responses={
+            200: OpenApiResponse(description="applied or unchanged"),
+            400: None,
+            401: None,
+            403: None,
+            413: None,
+        },
     )
     def post(self, request: Request) -> Response:
         token: AgentToken = request.auth

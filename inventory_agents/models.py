@@ -26,8 +26,9 @@ class AgentToken(TrackedModel):
     token_hash = models.CharField(max_length=64, unique=True, help_text="SHA-256 of the token (hex).")
     prefix = models.CharField(max_length=12, help_text="First characters of the token, to recognise it.")
     description = models.CharField(max_length=200, blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
@@ -60,8 +61,9 @@ class EnrollmentToken(TrackedModel):
     uses = models.PositiveIntegerField(default=0)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     change_log_exclude: ClassVar[frozenset[str]] = TrackedModel.change_log_exclude | {"token_hash", "uses"}
 

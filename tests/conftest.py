@@ -42,8 +42,10 @@ def shared_fixtures() -> Path:
 def pytest_report_header(config):
     ok, reason = services_available()
     if ok:
-        return [f"services tier: ENABLED (database {_redact(os.environ['DATABASE_URL'])}, "
-                f"broker {_redact(os.environ['CELERY_BROKER_URL'])})"]
+        return [
+            f"services tier: ENABLED (database {_redact(os.environ['DATABASE_URL'])}, "
+            f"broker {_redact(os.environ['CELERY_BROKER_URL'])})"
+        ]
     return [f"services tier: skipped ({reason})"]
 
 
@@ -74,10 +76,27 @@ def celery_worker_process(transactional_db, tmp_path):
     env = {**os.environ, "DATABASE_URL": db_url, "CELERY_TASK_ALWAYS_EAGER": "0", "GPUOPS_VAR_DIR": str(tmp_path)}
     log = open(tmp_path / "worker.log", "w")  # noqa: SIM115  (closed below)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "gpuops", "worker", "--pool=solo", "--loglevel=INFO",
-         "-Q", "default,ingest,workflows,integrations", "--without-gossip", "--without-mingle",
-         "--without-heartbeat", "-n", f"test-{os.getpid()}@%h"],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "gpuops",
+            "worker",
+            "--pool=solo",
+            "--loglevel=INFO",
+            "-Q",
+            "default,ingest,workflows,integrations",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-n",
+            f"test-{os.getpid()}@%h",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

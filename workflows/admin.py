@@ -40,12 +40,34 @@ class TimelineInline(ReadOnlyInline):
 class TicketAdmin(admin.ModelAdmin):
     """State, data and approvals change only through the engine (UI, API); the admin edits text fields."""
 
-    list_display = ["id", "type", "title", "state", "priority", "assignee_group", "site", "is_open", "is_paused",
-                    "created_at"]
+    list_display = [
+        "id",
+        "type",
+        "title",
+        "state",
+        "priority",
+        "assignee_group",
+        "site",
+        "is_open",
+        "is_paused",
+        "created_at",
+    ]
     list_filter = ["type", "state", "is_open", "is_paused", "priority", "site"]
     search_fields = ["title", "correlation_id", "dedup_key"]
-    readonly_fields = ["type", "state", "is_open", "is_paused", "correlation_id", "dedup_key", "data",
-                       "approval_round", "requester", "created_at", "updated_at", "closed_at"]
+    readonly_fields = [
+        "type",
+        "state",
+        "is_open",
+        "is_paused",
+        "correlation_id",
+        "dedup_key",
+        "data",
+        "approval_round",
+        "requester",
+        "created_at",
+        "updated_at",
+        "closed_at",
+    ]
     raw_id_fields = ["assignee", "watchers"]
     inlines = [TicketLinkInline, StepRunInline, TimelineInline]
 

@@ -148,20 +148,31 @@ class StepSpec:
     description: str = ""
 
 
-def step(name: str, *, label: str, time_limit_s: int = 300, max_attempts: int = 5) -> Callable[[StepFunction],
-                                                                                                  StepSpec]:
+def step(
+    name: str, *, label: str, time_limit_s: int = 300, max_attempts: int = 5
+) -> Callable[[StepFunction], StepSpec]:
     """Declare an automated step: `@step("drain", label="Drain the node")` over `def drain(ctx): ...`."""
 
     def wrap(fn: StepFunction) -> StepSpec:
-        return StepSpec(name=name, label=label, fn=fn, time_limit_s=time_limit_s, max_attempts=max_attempts,
-                        description=(fn.__doc__ or "").strip())
+        return StepSpec(
+            name=name,
+            label=label,
+            fn=fn,
+            time_limit_s=time_limit_s,
+            max_attempts=max_attempts,
+            description=(fn.__doc__ or "").strip(),
+        )
 
     return wrap
 
 
 def _default_sla() -> dict[str, dt.timedelta]:
-    return {"critical": dt.timedelta(hours=4), "high": dt.timedelta(hours=24), "normal": dt.timedelta(days=3),
-            "low": dt.timedelta(days=10)}
+    return {
+        "critical": dt.timedelta(hours=4),
+        "high": dt.timedelta(hours=24),
+        "normal": dt.timedelta(days=3),
+        "low": dt.timedelta(days=10),
+    }
 
 
 @dataclass(frozen=True)

@@ -66,8 +66,11 @@ class IdempotencyKeyReusedError(WorkflowError):
     """The Idempotency-Key was used before for a different request (another body, ticket or transition)."""
 
     def __init__(self, what: str = "") -> None:
-        super().__init__("This Idempotency-Key was used for a different request"
-                         + (f" ({what})" if what else "") + "; send a new key for a new request.")
+        super().__init__(
+            "This Idempotency-Key was used for a different request"
+            + (f" ({what})" if what else "")
+            + "; send a new key for a new request."
+        )
 
 
 @dataclass
@@ -93,14 +96,31 @@ def _actor_repr(actor: AbstractBaseUser | None) -> str:
     return str(actor.get_username())[:150]
 
 
-def timeline_add(*, ticket: Ticket, kind: str, message: str, actor: AbstractBaseUser | None = None,
-                 body: str = "", data: Mapping[str, Any] | None = None, step_run: StepRun | None = None,
-                 at=None, idempotency_key: str | None = None) -> TimelineEntry:
+def timeline_add(
+    *,
+    ticket: Ticket,
+    kind: str,
+    message: str,
+    actor: AbstractBaseUser | None = None,
+    body: str = "",
+    data: Mapping[str, Any] | None = None,
+    step_run: StepRun | None = None,
+    at=None,
+    idempotency_key: str | None = None,
+) -> TimelineEntry:
     """Append one timeline entry."""
     return TimelineEntry.objects.create(
-        ticket=ticket, at=at or timezone.now(), kind=kind, message=message[:500], body=body, data=dict(data or {}),
-        actor=actor if _actor_repr(actor) else None, actor_repr=_actor_repr(actor), step_run=step_run,
-        idempotency_key=idempotency_key)
+        ticket=ticket,
+        at=at or timezone.now(),
+        kind=kind,
+        message=message[:500],
+        body=body,
+        data=dict(data or {}),
+        actor=actor if _actor_repr(actor) else None,
+        actor_repr=_actor_repr(actor),
+        step_run=step_run,
+        idempotency_key=idempotency_key,
+    )
 
 
 def _lock(ticket: Ticket | int) -> Ticket:
@@ -108,8 +128,9 @@ def _lock(ticket: Ticket | int) -> Ticket:
     return Ticket.objects.select_for_update().get(pk=pk)
 
 
-def fields_clean(fields: Sequence[Field], raw: Mapping[str, Any] | None, *,
-                 user: AbstractBaseUser | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+def fields_clean(
+    fields: Sequence[Field], raw: Mapping[str, Any] | None, *, user: AbstractBaseUser | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
     """Clean declared inputs. Node and accelerator fields are resolved to objects (by hostname / serial) that
     `user` may see. Returns (values, field errors); undeclared keys are ignored."""
     from cmdb.models import Accelerator, Node
@@ -159,18 +180,32 @@ def link_add(*, ticket: Ticket, obj: models.Model, role: str = LinkRole.SUBJECT)
     kind = obj._meta.model_name
     if kind not in TicketLink.OBJECT_FIELDS:
         raise WorkflowError(f"Tickets cannot link a {kind}.")
-    link, _ = TicketLink.objects.get_or_create(ticket=ticket, role=role, **{kind: obj},
-                                               defaults={"object_repr": str(obj)[:300]})
+    link, _ = TicketLink.objects.get_or_create(
+        ticket=ticket, role=role, **{kind: obj}, defaults={"object_repr": str(obj)[:300]}
+    )
     return link
 
 
 @transaction.atomic
-def ticket_create(*, type_: str, title: str, requester: AbstractBaseUser | None, description: str = "",
-                  priority: str = TicketPriority.NORMAL, inputs: Mapping[str, Any] | None = None,
-                  change_plan: str = "", rollback_plan: str = "", assignee: AbstractBaseUser | None = None,
-                  assignee_group: Group | None = None, watchers: Iterable[AbstractBaseUser] = (),
-                  links: Iterable[tuple[str, models.Model]] = (), dedup_key: str = "",
-                  start: bool = False, idempotency_key: str | None = None, request_digest: str = "") -> Ticket:
+def ticket_create(
+    *,
+    type_: str,
+    title: str,
+    requester: AbstractBaseUser | None,
+    description: str = "",
+    priority: str = TicketPriority.NORMAL,
+    inputs: Mapping[str, Any] | None = None,
+    change_plan: str = "",
+    rollback_plan: str = "",
+    assignee: AbstractBaseUser | None = None,
+    assignee_group: Group | None = None,
+    watchers: Iterable[AbstractBaseUser] = (),
+    links: Iterable[tuple[str, models.Model]] = (),
+    dedup_key: str = "",
+    start: bool = False,
+    idempotency_key: str | None = None,
+    request_digest: str = "",
+) -> Ticket:
     """Open a ticket of workflow `type_` in its initial state.
 
     `inputs` are the workflow's create fields (e.g. the failed card's serial); node/accelerator inputs become
@@ -199,12 +234,25 @@ def ticket_create(*, type_: str, title: str, requester: AbstractBaseUser | None,
         assignee_group = Group.objects.filter(name=group_name).first()
     now = timezone.now()
     ticket = Ticket.objects.create(
-        type=wf.type, title=title.strip()[:200], description=description, state=wf.initial, priority=priority,
-        requester=requester, assignee=assignee, assignee_group=assignee_group,
-        site_id=getattr(node, "site_id", None), cluster_id=getattr(node, "cluster_id", None),
-        correlation_id=new_correlation_id(), dedup_key=dedup_key, change_plan=change_plan,
-        rollback_plan=rollback_plan, data=_jsonable_inputs(values), due_at=now + wf.sla[priority],
-        idempotency_key=idempotency_key, request_digest=request_digest)
+        type=wf.type,
+        title=title.strip()[:200],
+        description=description,
+        state=wf.initial,
+        priority=priority,
+        requester=requester,
+        assignee=assignee,
+        assignee_group=assignee_group,
+        site_id=getattr(node, "site_id", None),
+        cluster_id=getattr(node, "cluster_id", None),
+        correlation_id=new_correlation_id(),
+        dedup_key=dedup_key,
+        change_plan=change_plan,
+        rollback_plan=rollback_plan,
+        data=_jsonable_inputs(values),
+        due_at=now + wf.sla[priority],
+        idempotency_key=idempotency_key,
+        request_digest=request_digest,
+    )
     if watchers:
         ticket.watchers.add(*watchers)
     for role, obj in all_links:
@@ -216,8 +264,13 @@ def ticket_create(*, type_: str, title: str, requester: AbstractBaseUser | None,
         raise ForbiddenError(refused)
     ticket_grants_sync(ticket)
     who = _actor_repr(requester) or "the system"
-    timeline_add(ticket=ticket, kind=TimelineKind.CREATED, actor=requester,
-                 message=f"{wf.label} ticket opened by {who}", data={"inputs": _jsonable_inputs(values)})
+    timeline_add(
+        ticket=ticket,
+        kind=TimelineKind.CREATED,
+        actor=requester,
+        message=f"{wf.label} ticket opened by {who}",
+        data={"inputs": _jsonable_inputs(values)},
+    )
     notify_on_commit(ticket, "opened", f"{ticket.reference} opened: {ticket.title}")
     if start and wf.start_transition:
         # A person starts it with their own permission; the system (health hook) needs none.
@@ -285,14 +338,21 @@ def _runs_supersede(ticket: Ticket, *, keep: StepRun | None, reason: str) -> int
     return qs.update(status=StepStatus.CANCELLED, ended_at=now, updated_at=now, error=reason[:1000])
 
 
-def run_start(*, ticket: Ticket, wf: Workflow, step_name: str, actor: AbstractBaseUser | None,
-              log: TransitionLog | None) -> StepRun:
+def run_start(
+    *, ticket: Ticket, wf: Workflow, step_name: str, actor: AbstractBaseUser | None, log: TransitionLog | None
+) -> StepRun:
     """Write a pending run of `step_name` and publish its task after commit (task id = run id)."""
     spec = wf.step_spec(step_name)
     last = StepRun.objects.filter(ticket=ticket, step=step_name).aggregate(n=Max("sequence"))["n"] or 0
-    run = StepRun.objects.create(ticket=ticket, step=step_name, sequence=last + 1, max_attempts=spec.max_attempts,
-                                 time_limit_s=spec.time_limit_s, actor=actor if _actor_repr(actor) else None,
-                                 transition_log=log)
+    run = StepRun.objects.create(
+        ticket=ticket,
+        step=step_name,
+        sequence=last + 1,
+        max_attempts=spec.max_attempts,
+        time_limit_s=spec.time_limit_s,
+        actor=actor if _actor_repr(actor) else None,
+        transition_log=log,
+    )
     timeline_add(ticket=ticket, kind=TimelineKind.STEP, step_run=run, message=f"Step '{spec.label}' queued")
     run_enqueue_on_commit(run)
     return run
@@ -304,9 +364,16 @@ def run_enqueue_on_commit(run: StepRun) -> None:
     transaction.on_commit(functools.partial(run_publish, run_id=str(run.pk), time_limit_s=run.time_limit_s))
 
 
-def transition_apply(*, ticket: Ticket, name: str, actor: AbstractBaseUser | None = None,
-                     data: Mapping[str, Any] | None = None, idempotency_key: str | None = None,
-                     system: bool = False, by_run: StepRun | None = None) -> TransitionResult:
+def transition_apply(
+    *,
+    ticket: Ticket,
+    name: str,
+    actor: AbstractBaseUser | None = None,
+    data: Mapping[str, Any] | None = None,
+    idempotency_key: str | None = None,
+    system: bool = False,
+    by_run: StepRun | None = None,
+) -> TransitionResult:
     """Take transition `name` on `ticket`.
 
     Locks the ticket; refuses (NotAllowedError) when the ticket is not in one of the sources, is paused, or the
@@ -335,7 +402,9 @@ def transition_apply(*, ticket: Ticket, name: str, actor: AbstractBaseUser | Non
         if locked.state not in t.sources:
             raise NotAllowedError(
                 f"{locked.reference} is '{wf.state_label(locked.state)}'; '{t.label}' needs "
-                + " or ".join(f"'{wf.state_label(s)}'" for s in sorted(t.sources)) + ".")
+                + " or ".join(f"'{wf.state_label(s)}'" for s in sorted(t.sources))
+                + "."
+            )
         values, field_errors = fields_clean(t.fields, data, user=actor if not system else None)
         errors = list(field_errors.values())
         if not field_errors:
@@ -344,8 +413,9 @@ def transition_apply(*, ticket: Ticket, name: str, actor: AbstractBaseUser | Non
                 errors += guard(locked, values)
         if errors:
             raise GuardError(errors, field_errors=field_errors)
-        return _transition_commit(locked, wf, t, actor=actor, values=values, idempotency_key=idempotency_key,
-                                  by_run=by_run)
+        return _transition_commit(
+            locked, wf, t, actor=actor, values=values, idempotency_key=idempotency_key, by_run=by_run
+        )
 
 
 def _transition_replay(ticket: Ticket, name: str, idempotency_key: str) -> TransitionResult | None:
@@ -354,8 +424,9 @@ def _transition_replay(ticket: Ticket, name: str, idempotency_key: str) -> Trans
         return None
     if prior.ticket_id != ticket.pk or prior.name != name:
         raise IdempotencyKeyReusedError()
-    return TransitionResult(ticket=Ticket.objects.get(pk=ticket.pk), log=prior, runs=list(prior.runs.all()),
-                            replayed=True)
+    return TransitionResult(
+        ticket=Ticket.objects.get(pk=ticket.pk), log=prior, runs=list(prior.runs.all()), replayed=True
+    )
 
 
 def change_plan_errors(ticket: Ticket, wf: Workflow, t: Transition) -> list[str]:
@@ -380,9 +451,16 @@ def _check_person_may_take(ticket: Ticket, t: Transition, actor: AbstractBaseUse
         raise ForbiddenError(f"You lack the permission workflows.{t.permission} for '{t.label}'.")
 
 
-def _transition_commit(ticket: Ticket, wf: Workflow, t: Transition, *, actor: AbstractBaseUser | None,
-                       values: dict[str, Any], idempotency_key: str | None, by_run: StepRun | None
-                       ) -> TransitionResult:
+def _transition_commit(
+    ticket: Ticket,
+    wf: Workflow,
+    t: Transition,
+    *,
+    actor: AbstractBaseUser | None,
+    values: dict[str, Any],
+    idempotency_key: str | None,
+    by_run: StepRun | None,
+) -> TransitionResult:
     source = ticket.state
     stored = {f.name: values[f.name] for f in t.fields if f.store and f.name in values}
     ticket.data.update(_jsonable_inputs(stored))
@@ -394,19 +472,47 @@ def _transition_commit(ticket: Ticket, wf: Workflow, t: Transition, *, actor: Ab
     if t.target in wf.terminal:
         ticket.is_open, ticket.closed_at, ticket.is_paused = False, now, False
     ticket.save()
-    log = TransitionLog.objects.create(ticket=ticket, name=t.name, source=source, target=t.target,
-                                       actor=actor if _actor_repr(actor) else None,
-                                       data=_jsonable_inputs(values), at=now, idempotency_key=idempotency_key)
+    log = TransitionLog.objects.create(
+        ticket=ticket,
+        name=t.name,
+        source=source,
+        target=t.target,
+        actor=actor if _actor_repr(actor) else None,
+        data=_jsonable_inputs(values),
+        at=now,
+        idempotency_key=idempotency_key,
+    )
     cancelled = _runs_supersede(ticket, keep=by_run, reason=f"superseded by '{t.label}'")
     inputs = _jsonable_inputs(values)
     note = inputs.pop("note", "") or ""
     by = f" (step '{wf.step_spec(by_run.step).label}')" if by_run is not None else ""
-    timeline_add(ticket=ticket, kind=TimelineKind.TRANSITION, actor=actor, body=note,
-                 message=f"{t.label}: {wf.state_label(source)} → {wf.state_label(t.target)}{by}",
-                 data={"transition": t.name, "source": source, "target": t.target, "inputs": inputs,
-                       "cancelled_runs": cancelled})
-    runs = [run_start(ticket=ticket, wf=wf, step_name=t.step, actor=actor if actor else (
-        by_run.actor if by_run else None), log=log)] if t.step else []
+    timeline_add(
+        ticket=ticket,
+        kind=TimelineKind.TRANSITION,
+        actor=actor,
+        body=note,
+        message=f"{t.label}: {wf.state_label(source)} → {wf.state_label(t.target)}{by}",
+        data={
+            "transition": t.name,
+            "source": source,
+            "target": t.target,
+            "inputs": inputs,
+            "cancelled_runs": cancelled,
+        },
+    )
+    runs = (
+        [
+            run_start(
+                ticket=ticket,
+                wf=wf,
+                step_name=t.step,
+                actor=actor if actor else (by_run.actor if by_run else None),
+                log=log,
+            )
+        ]
+        if t.step
+        else []
+    )
     if t.target in wf.waiting_states or t.target in wf.terminal or (wf.approval and t.target == wf.approval.state):
         notify_on_commit(ticket, t.target, f"{ticket.reference} is now '{wf.state_label(t.target)}': {ticket.title}")
     return TransitionResult(ticket=ticket, log=log, runs=runs)
@@ -422,11 +528,24 @@ def approval_snapshot(ticket: Ticket) -> dict[str, Any]:
     objects = []
     for link in links:
         target = link.target
-        objects.append({"role": link.role, "kind": link.kind, "repr": link.object_repr, "url": link.admin_url,
-                        "status": getattr(target, "status", getattr(target, "lifecycle", "")) if target else ""})
+        objects.append(
+            {
+                "role": link.role,
+                "kind": link.kind,
+                "repr": link.object_repr,
+                "url": link.admin_url,
+                "status": getattr(target, "status", getattr(target, "lifecycle", "")) if target else "",
+            }
+        )
     preview = [c.as_dict() for c in wf.plan_preview(ticket)] if wf.plan_preview else []
-    return {"round": ticket.approval_round, "title": ticket.title, "change_plan": ticket.change_plan,
-            "rollback_plan": ticket.rollback_plan, "objects": objects, "planned_changes": preview}
+    return {
+        "round": ticket.approval_round,
+        "title": ticket.title,
+        "change_plan": ticket.change_plan,
+        "rollback_plan": ticket.rollback_plan,
+        "objects": objects,
+        "planned_changes": preview,
+    }
 
 
 @transaction.atomic
@@ -456,15 +575,27 @@ def approval_record(*, ticket: Ticket, actor: AbstractBaseUser, decision: str, c
         raise NotAllowedError("You already decided on this round.")
     if decision == ApprovalDecision.REJECTED and not comment.strip():
         raise GuardError("Say why you reject it.", field_errors={"comment": "A rejection needs a reason."})
-    approval = Approval.objects.create(ticket=locked, round=locked.approval_round, approver=actor,
-                                       approver_repr=_actor_repr(actor), decision=decision, comment=comment,
-                                       snapshot=approval_snapshot(locked), at=timezone.now())
+    approval = Approval.objects.create(
+        ticket=locked,
+        round=locked.approval_round,
+        approver=actor,
+        approver_repr=_actor_repr(actor),
+        decision=decision,
+        comment=comment,
+        snapshot=approval_snapshot(locked),
+        at=timezone.now(),
+    )
     approvals = locked.approvals.filter(round=locked.approval_round, decision=ApprovalDecision.APPROVED).count()
     needed = rule.required_count()
     verb = "approved" if decision == ApprovalDecision.APPROVED else "rejected"
-    timeline_add(ticket=locked, kind=TimelineKind.APPROVAL, actor=actor, body=comment,
-                 message=f"{_actor_repr(actor)} {verb} (round {locked.approval_round}, {approvals}/{needed} approvals)",
-                 data={"decision": decision, "round": locked.approval_round})
+    timeline_add(
+        ticket=locked,
+        kind=TimelineKind.APPROVAL,
+        actor=actor,
+        body=comment,
+        message=f"{_actor_repr(actor)} {verb} (round {locked.approval_round}, {approvals}/{needed} approvals)",
+        data={"decision": decision, "round": locked.approval_round},
+    )
     if decision == ApprovalDecision.REJECTED:
         transition_apply(ticket=locked, name=rule.reject_transition, system=True, actor=actor)
     elif approvals >= needed:
@@ -475,8 +606,9 @@ def approval_record(*, ticket: Ticket, actor: AbstractBaseUser, decision: str, c
 # --- comments, assignment, watching -------------------------------------------------------------------------------
 
 
-def comment_add(*, ticket: Ticket, actor: AbstractBaseUser, body: str,
-                idempotency_key: str | None = None) -> TimelineEntry:
+def comment_add(
+    *, ticket: Ticket, actor: AbstractBaseUser, body: str, idempotency_key: str | None = None
+) -> TimelineEntry:
     """Add a comment (anyone who can see the ticket). Watchers are notified.
 
     A repeated `idempotency_key` with the same ticket and text returns the first comment and notifies nobody
@@ -507,16 +639,23 @@ def _comment_add(*, ticket: Ticket, actor: AbstractBaseUser, body: str, idempote
         raise ForbiddenError("You cannot see this ticket.")
     if idempotency_key and (prior := _comment_for_key(locked, body, idempotency_key)) is not None:
         return prior
-    entry = timeline_add(ticket=locked, kind=TimelineKind.COMMENT, actor=actor, body=body.strip(),
-                         message=f"{_actor_repr(actor)} commented", idempotency_key=idempotency_key)
+    entry = timeline_add(
+        ticket=locked,
+        kind=TimelineKind.COMMENT,
+        actor=actor,
+        body=body.strip(),
+        message=f"{_actor_repr(actor)} commented",
+        idempotency_key=idempotency_key,
+    )
     Ticket.objects.filter(pk=locked.pk).update(updated_at=timezone.now())
     notify_on_commit(locked, "comment", f"{_actor_repr(actor)} commented on {locked.reference}: {body[:200]}")
     return entry
 
 
 @transaction.atomic
-def ticket_assign(*, ticket: Ticket, actor: AbstractBaseUser, assignee: AbstractBaseUser | None,
-                  assignee_group: Group | None) -> Ticket:
+def ticket_assign(
+    *, ticket: Ticket, actor: AbstractBaseUser, assignee: AbstractBaseUser | None, assignee_group: Group | None
+) -> Ticket:
     """Assign to a person and/or a group (who then see the ticket). Needs `workflows.change_ticket`."""
     locked = _lock(ticket)
     if not (can_view(actor, locked) and has_ticket_perm(actor, "change_ticket", locked)):
@@ -525,8 +664,7 @@ def ticket_assign(*, ticket: Ticket, actor: AbstractBaseUser, assignee: Abstract
     locked.save(update_fields=["assignee", "assignee_group", "updated_at"])
     ticket_grants_sync(locked)
     who = ", ".join(x for x in [_actor_repr(assignee), assignee_group.name if assignee_group else ""] if x)
-    timeline_add(ticket=locked, kind=TimelineKind.ASSIGNMENT, actor=actor,
-                 message=f"Assigned to {who or 'nobody'}")
+    timeline_add(ticket=locked, kind=TimelineKind.ASSIGNMENT, actor=actor, message=f"Assigned to {who or 'nobody'}")
     notify_on_commit(locked, "assigned", f"{locked.reference} assigned to {who or 'nobody'}")
     return locked
 
@@ -544,8 +682,9 @@ def ticket_watch(*, ticket: Ticket, user: AbstractBaseUser, watching: bool) -> N
 
 
 @transaction.atomic
-def ticket_plans_update(*, ticket: Ticket, actor: AbstractBaseUser, title: str, description: str,
-                        change_plan: str, rollback_plan: str) -> Ticket:
+def ticket_plans_update(
+    *, ticket: Ticket, actor: AbstractBaseUser, title: str, description: str, change_plan: str, rollback_plan: str
+) -> Ticket:
     """Edit the text of a ticket while its workflow allows (drafts): never under an approver's eyes."""
     wf = workflow(ticket.type)
     locked = _lock(ticket)
@@ -598,8 +737,9 @@ def ticket_resume(*, ticket: Ticket, actor: AbstractBaseUser) -> Ticket:
     runs = list(StepRun.objects.filter(ticket=locked, status__in=[StepStatus.PENDING, StepStatus.RETRY]))
     for run in runs:
         run_enqueue_on_commit(run)
-    timeline_add(ticket=locked, kind=TimelineKind.OPERATOR, actor=actor,
-                 message=f"Resumed ({len(runs)} queued step(s) requeued)")
+    timeline_add(
+        ticket=locked, kind=TimelineKind.OPERATOR, actor=actor, message=f"Resumed ({len(runs)} queued step(s) requeued)"
+    )
     return locked
 
 
@@ -614,8 +754,9 @@ def step_retry(*, run: StepRun, actor: AbstractBaseUser) -> StepRun:
         raise NotAllowedError(f"{ticket.reference} is paused; resume it first.")
     retryable = {StepStatus.FAILED, StepStatus.WAITING, StepStatus.RETRY, StepStatus.PENDING}
     if locked_run.status not in retryable:
-        raise NotAllowedError(f"Step '{locked_run.step}' is {locked_run.status}; only a failed, waiting or queued "
-                              "step can be retried.")
+        raise NotAllowedError(
+            f"Step '{locked_run.step}' is {locked_run.status}; only a failed, waiting or queued step can be retried."
+        )
     if locked_run.status == StepStatus.FAILED and _moved_on_since(locked_run):
         raise NotAllowedError(f"The ticket has moved on since step '{locked_run.step}' failed.")
     wf = workflow(ticket.type)
@@ -626,8 +767,13 @@ def step_retry(*, run: StepRun, actor: AbstractBaseUser) -> StepRun:
     locked_run.state = {k: v for k, v in locked_run.state.items() if not k.startswith("deadline:")}
     locked_run.ended_at, locked_run.updated_at = None, now
     locked_run.save()
-    timeline_add(ticket=ticket, kind=TimelineKind.OPERATOR, actor=actor, step_run=locked_run,
-                 message=f"Retry of step '{wf.step_spec(locked_run.step).label}' requested (was {previous})")
+    timeline_add(
+        ticket=ticket,
+        kind=TimelineKind.OPERATOR,
+        actor=actor,
+        step_run=locked_run,
+        message=f"Retry of step '{wf.step_spec(locked_run.step).label}' requested (was {previous})",
+    )
     run_enqueue_on_commit(locked_run)
     return locked_run
 

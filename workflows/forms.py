@@ -24,12 +24,17 @@ def form_field(f: Field) -> forms.Field:
     if f.kind == "bool":
         return forms.BooleanField(**{**common, "required": False})
     if f.kind == "node":
-        return forms.CharField(max_length=253, **{**common, "help_text": f.help_text or "Hostname"},
-                               widget=forms.TextInput(attrs={"placeholder": "e.g. sh1-h100-0007",
-                                                             "autocomplete": "off"}))
+        return forms.CharField(
+            max_length=253,
+            **{**common, "help_text": f.help_text or "Hostname"},
+            widget=forms.TextInput(attrs={"placeholder": "e.g. sh1-h100-0007", "autocomplete": "off"}),
+        )
     if f.kind == "accelerator":
-        return forms.CharField(max_length=100, **{**common, "help_text": f.help_text or "Serial number"},
-                               widget=forms.TextInput(attrs={"autocomplete": "off"}))
+        return forms.CharField(
+            max_length=100,
+            **{**common, "help_text": f.help_text or "Serial number"},
+            widget=forms.TextInput(attrs={"autocomplete": "off"}),
+        )
     return forms.CharField(max_length=f.max_length, widget=forms.TextInput(attrs={"autocomplete": "off"}), **common)
 
 
@@ -63,14 +68,18 @@ class TicketCreateForm(InputsForm):
         self.fields["priority"] = forms.ChoiceField(choices=TicketPriority.choices, initial=TicketPriority.NORMAL)
         self.fields["description"] = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), required=False)
         self.fields["assignee_group"] = forms.ModelChoiceField(
-            queryset=Group.objects.order_by("name"), required=False, label="Assign to group",
-            help_text=f"Default: {wf.default_group_name() or 'nobody'}")
+            queryset=Group.objects.order_by("name"),
+            required=False,
+            label="Assign to group",
+            help_text=f"Default: {wf.default_group_name() or 'nobody'}",
+        )
         if wf.is_change:
-            self.fields["change_plan"] = forms.CharField(widget=forms.Textarea(attrs={"rows": 5}), required=False,
-                                                         help_text="Needed before it can be submitted.")
-            self.fields["rollback_plan"] = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}),
-                                                           required=False,
-                                                           help_text="Needed before it can be submitted.")
+            self.fields["change_plan"] = forms.CharField(
+                widget=forms.Textarea(attrs={"rows": 5}), required=False, help_text="Needed before it can be submitted."
+            )
+            self.fields["rollback_plan"] = forms.CharField(
+                widget=forms.Textarea(attrs={"rows": 4}), required=False, help_text="Needed before it can be submitted."
+            )
         if wf.start_transition:
             label = wf.transition(wf.start_transition).label
             self.fields["start"] = forms.BooleanField(required=False, initial=True, label=f"{label} at once")

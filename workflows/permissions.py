@@ -62,8 +62,9 @@ def tickets_visible(user: AbstractBaseUser | None, queryset: QuerySet[Ticket] | 
         return qs
     if _sees_every_node(user):
         return restrict(qs, user, "view")
-    return restrict(qs, user, "view").filter(scope_q(Ticket, user, "view")
-                                             | Q(site_id__isnull=True, cluster_id__isnull=True))
+    return restrict(qs, user, "view").filter(
+        scope_q(Ticket, user, "view") | Q(site_id__isnull=True, cluster_id__isnull=True)
+    )
 
 
 def can_view(user: AbstractBaseUser | None, ticket: Ticket) -> bool:
@@ -79,8 +80,12 @@ def can_act(user: AbstractBaseUser | None, ticket: Ticket) -> bool:
     Seeing a ticket (a view-only scope) is enough to comment, not to drain a node through it."""
     if not can_view(user, ticket):
         return False
-    return (has_global(user, Ticket, "change") or in_scopes(user, "change", ticket) or _unscoped(ticket)
-            or _sees_every_node(user, "change"))
+    return (
+        has_global(user, Ticket, "change")
+        or in_scopes(user, "change", ticket)
+        or _unscoped(ticket)
+        or _sees_every_node(user, "change")
+    )
 
 
 def has_ticket_perm(user: AbstractBaseUser | None, codename: str, ticket: Ticket) -> bool:
@@ -112,7 +117,8 @@ def can_change(user: AbstractBaseUser | None, ticket: Ticket) -> bool:
     if not can_act(user, ticket):
         return False
     return (ticket.requester_id is not None and ticket.requester_id == user.pk) or has_ticket_perm(
-        user, "change_ticket", ticket)
+        user, "change_ticket", ticket
+    )
 
 
 def _ticket_objects(ticket: Ticket) -> list[models.Model]:
@@ -144,8 +150,10 @@ def ticket_objects_check(actor: AbstractBaseUser | None, ticket: Ticket) -> list
             continue
         kind = obj._meta.verbose_name
         if isinstance(obj, Accelerator) and obj.health == Health.OK:
-            refused.append(f"Card {obj.serial} is healthy: a repair would drain its node, which needs change "
-                           f"rights there, and you have none.")
+            refused.append(
+                f"Card {obj.serial} is healthy: a repair would drain its node, which needs change "
+                f"rights there, and you have none."
+            )
         else:
             refused.append(f"You may not open a ticket on {kind} {obj}: it needs change rights there.")
     return refused
@@ -173,8 +181,9 @@ def transition_permissions_ensure() -> int:
     created = 0
     for wf in workflows():
         for codename, name in wf.permissions():
-            _, was_created = Permission.objects.get_or_create(content_type=ct, codename=codename,
-                                                              defaults={"name": name[:255]})
+            _, was_created = Permission.objects.get_or_create(
+                content_type=ct, codename=codename, defaults={"name": name[:255]}
+            )
             created += was_created
     return created
 

@@ -67,8 +67,9 @@ def run_publish(*, run_id: str, time_limit_s: int = 300) -> bool:
     from .tasks import step_run_task
 
     try:
-        step_run_task.apply_async(args=[run_id], task_id=run_id, soft_time_limit=time_limit_s,
-                                  time_limit=time_limit_s + 30)
+        step_run_task.apply_async(
+            args=[run_id], task_id=run_id, soft_time_limit=time_limit_s, time_limit=time_limit_s + 30
+        )
     except PUBLISH_ERRORS as exc:
         logger.warning("step run %s: publish failed (%s); the republish sweep will send it", run_id, exc)
         return False
@@ -78,8 +79,11 @@ def run_publish(*, run_id: str, time_limit_s: int = 300) -> bool:
 
 def _claim(run_id: str, now: dt.datetime, worker: str) -> bool:
     due_wait = Q(status=StepStatus.WAITING, wake_at__lte=now)
-    return bool(StepRun.objects.filter(CLAIMABLE | due_wait, pk=run_id).update(
-        status=StepStatus.RUNNING, attempts=F("attempts") + 1, started_at=now, updated_at=now, worker=worker[:200]))
+    return bool(
+        StepRun.objects.filter(CLAIMABLE | due_wait, pk=run_id).update(
+            status=StepStatus.RUNNING, attempts=F("attempts") + 1, started_at=now, updated_at=now, worker=worker[:200]
+        )
+    )
 
 
 def step_execute(run_id: str, *, worker: str = "") -> RetryRequest | None:
@@ -123,9 +127,15 @@ def step_execute(run_id: str, *, worker: str = "") -> RetryRequest | None:
 
 
 def _backoff(attempt: int) -> float:
-    return float(get_exponential_backoff_interval(
-        factor=workflows_setting("STEP_RETRY_BACKOFF_SECONDS"), retries=max(attempt - 1, 0),
-        maximum=workflows_setting("STEP_RETRY_BACKOFF_MAX_SECONDS"), full_jitter=True) or 1)
+    return float(
+        get_exponential_backoff_interval(
+            factor=workflows_setting("STEP_RETRY_BACKOFF_SECONDS"),
+            retries=max(attempt - 1, 0),
+            maximum=workflows_setting("STEP_RETRY_BACKOFF_MAX_SECONDS"),
+            full_jitter=True,
+        )
+        or 1
+    )
 
 
 def _on_transient(run: StepRun, ctx: StepContext, label: str, exc: Exception) -> RetryRequest | None:
@@ -137,12 +147,19 @@ def _on_transient(run: StepRun, ctx: StepContext, label: str, exc: Exception) ->
     now = timezone.now()
     with transaction.atomic():
         updated = StepRun.objects.filter(pk=run.pk, status=StepStatus.RUNNING).update(
-            status=StepStatus.RETRY, wake_at=now + dt.timedelta(seconds=countdown), error=str(exc)[:1000],
-            state=ctx.state, updated_at=now)
+            status=StepStatus.RETRY,
+            wake_at=now + dt.timedelta(seconds=countdown),
+            error=str(exc)[:1000],
+            state=ctx.state,
+            updated_at=now,
+        )
         if updated:
-            timeline_add(ticket=run.ticket, kind=TimelineKind.STEP, step_run=run,
-                         message=f"Step '{label}': attempt {run.attempts} failed ({exc}); "
-                                 f"retrying in {countdown:.0f} s")
+            timeline_add(
+                ticket=run.ticket,
+                kind=TimelineKind.STEP,
+                step_run=run,
+                message=f"Step '{label}': attempt {run.attempts} failed ({exc}); retrying in {countdown:.0f} s",
+            )
     ctx.flush_log()
     return RetryRequest(countdown=countdown, error=exc) if updated else None
 
@@ -154,8 +171,9 @@ def _outcome_apply(run: StepRun, ctx: StepContext, label: str, outcome: StepOutc
         locked = StepRun.objects.select_for_update().get(pk=run.pk)
         if locked.status != StepStatus.RUNNING:
             # Cancelled (or reaped) while it ran: its effects stay recorded, its verdict is void.
-            ctx.log(f"run became {locked.status} while running; outcome {type(outcome).__name__} discarded",
-                    level="warning")
+            ctx.log(
+                f"run became {locked.status} while running; outcome {type(outcome).__name__} discarded", level="warning"
+            )
             ctx.flush_log()
             return
         ticket = Ticket.objects.select_for_update().get(pk=run.ticket_id)
@@ -219,14 +237,21 @@ def runs_reap_stuck(*, now: dt.datetime | None = None) -> int:
         with transaction.atomic():
             # Compare-and-set on (status, started_at): a run that just finished or was re-claimed is not ours.
             updated = StepRun.objects.filter(pk=run.pk, status=StepStatus.RUNNING, started_at=run.started_at).update(
-                status=StepStatus.FAILED if exhausted else StepStatus.RETRY, updated_at=now,
-                ended_at=now if exhausted else None, error=f"worker lost during attempt {run.attempts}")
+                status=StepStatus.FAILED if exhausted else StepStatus.RETRY,
+                updated_at=now,
+                ended_at=now if exhausted else None,
+                error=f"worker lost during attempt {run.attempts}",
+            )
             if not updated:
                 continue
             touched += 1
             what = "failed: attempts exhausted" if exhausted else "requeued"
-            timeline_add(ticket=run.ticket, kind=TimelineKind.STEP, step_run=run,
-                         message=f"Step '{run.step}' stuck running since {run.started_at:%H:%M:%S}; {what}")
+            timeline_add(
+                ticket=run.ticket,
+                kind=TimelineKind.STEP,
+                step_run=run,
+                message=f"Step '{run.step}' stuck running since {run.started_at:%H:%M:%S}; {what}",
+            )
             if exhausted:
                 notify_on_commit(run.ticket, "step_failed", f"{run.ticket.reference}: step '{run.step}' lost")
             else:
@@ -282,5 +307,12 @@ def runs_wake_for_event(key: str) -> int:
     return len(runs)
 
 
-__all__ = ["RetryRequest", "run_publish", "runs_reap_stuck", "runs_republish_unsent", "runs_wake_due",
-           "runs_wake_for_event", "step_execute"]
+__all__ = [
+    "RetryRequest",
+    "run_publish",
+    "runs_reap_stuck",
+    "runs_republish_unsent",
+    "runs_wake_due",
+    "runs_wake_for_event",
+    "step_execute",
+]

@@ -51,8 +51,9 @@ def ticket_list(user: AbstractBaseUser, filters: Mapping[str, Any] | None = None
     elif assignee.isdigit():
         qs = qs.filter(assignee_id=int(assignee))
     if str(f.get("mine") or "").lower() in {"1", "true", "on", "yes"}:
-        qs = qs.filter(Q(requester=user) | Q(assignee=user) | Q(assignee_group__in=user.groups.all())
-                       | Q(watchers=user)).distinct()
+        qs = qs.filter(
+            Q(requester=user) | Q(assignee=user) | Q(assignee_group__in=user.groups.all()) | Q(watchers=user)
+        ).distinct()
     if f.get("node"):
         linked = TicketLink.objects.filter(ticket=OuterRef("pk"), node__hostname__icontains=f["node"])
         qs = qs.filter(Exists(linked))
@@ -80,8 +81,11 @@ def _search(q: str) -> Q:
 
 def ticket_get(user: AbstractBaseUser, pk: int) -> Ticket | None:
     """One ticket the user may see (None otherwise: never tell an outsider it exists)."""
-    ticket = Ticket.objects.select_related("requester", "assignee", "assignee_group", "site", "cluster").filter(
-        pk=pk).first()
+    ticket = (
+        Ticket.objects.select_related("requester", "assignee", "assignee_group", "site", "cluster")
+        .filter(pk=pk)
+        .first()
+    )
     return ticket if ticket is not None and can_view(user, ticket) else None
 
 
@@ -108,11 +112,18 @@ def ticket_timeline(ticket: Ticket) -> list[TimelineItem]:
     for r in records.order_by("at", "id"):
         model = r.content_type.model
         url = f"/admin/{r.content_type.app_label}/{model}/{r.object_id}/change/" if r.action != "delete" else ""
-        items.append(TimelineItem(
-            at=r.at, kind="change", actor=r.actor_repr or r.source,
-            message=f"{r.get_action_display()} {model} {r.object_repr}", url=url,
-            changes=[(k, v[0], v[1]) for k, v in sorted(r.changes.items())
-                     if isinstance(v, list) and len(v) == 2][:12]))
+        items.append(
+            TimelineItem(
+                at=r.at,
+                kind="change",
+                actor=r.actor_repr or r.source,
+                message=f"{r.get_action_display()} {model} {r.object_repr}",
+                url=url,
+                changes=[(k, v[0], v[1]) for k, v in sorted(r.changes.items()) if isinstance(v, list) and len(v) == 2][
+                    :12
+                ],
+            )
+        )
     items.sort(key=lambda i: i.at)
     return items
 
@@ -140,16 +151,30 @@ def ticket_actions(user: AbstractBaseUser, ticket: Ticket) -> TicketActions:
     from .permissions import can_change
 
     visible = can_view(user, ticket)
-    transitions = [t for t in wf.transitions_from(ticket.state) if can_take(user, ticket, t)
-                   and (not ticket.is_paused or t.allowed_when_paused)] if visible and ticket.is_open else []
+    transitions = (
+        [
+            t
+            for t in wf.transitions_from(ticket.state)
+            if can_take(user, ticket, t) and (not ticket.is_paused or t.allowed_when_paused)
+        ]
+        if visible and ticket.is_open
+        else []
+    )
     rule = wf.approval
     awaiting = bool(rule and ticket.state == rule.state)
     approvals = ticket.approvals.filter(round=ticket.approval_round, decision="approved").count() if awaiting else 0
     voted = awaiting and ticket.approvals.filter(round=ticket.approval_round, approver=user).exists()
     return TicketActions(
         transitions=transitions,
-        can_approve=bool(awaiting and visible and rule and ticket.requester_id != user.pk and not voted
-                         and not ticket.is_paused and has_ticket_perm(user, rule.permission, ticket)),
+        can_approve=bool(
+            awaiting
+            and visible
+            and rule
+            and ticket.requester_id != user.pk
+            and not voted
+            and not ticket.is_paused
+            and has_ticket_perm(user, rule.permission, ticket)
+        ),
         can_operate=visible and ticket.is_open and can_operate(user, ticket),
         can_comment=visible,
         can_edit=visible and ticket.state in wf.editable_states and can_change(user, ticket),
@@ -181,8 +206,9 @@ def poll_seconds(ticket: Ticket) -> int | None:
     waits on the outside world, never when nothing is moving."""
     from .conf import workflows_setting
 
-    statuses = set(StepRun.objects.filter(ticket=ticket, status__in=ACTIVE_STEP_STATUSES)
-                   .values_list("status", flat=True))
+    statuses = set(
+        StepRun.objects.filter(ticket=ticket, status__in=ACTIVE_STEP_STATUSES).values_list("status", flat=True)
+    )
     if statuses & set(BUSY_STATUSES):
         return int(workflows_setting("UI_POLL_SECONDS"))
     if StepStatus.WAITING in statuses:
@@ -190,5 +216,15 @@ def poll_seconds(ticket: Ticket) -> int | None:
     return None
 
 
-__all__ = ["TicketActions", "TimelineItem", "poll_seconds", "state_tone", "ticket_actions", "ticket_get",
-           "ticket_list", "ticket_runs", "ticket_timeline", "workflow_or_none"]
+__all__ = [
+    "TicketActions",
+    "TimelineItem",
+    "poll_seconds",
+    "state_tone",
+    "ticket_actions",
+    "ticket_get",
+    "ticket_list",
+    "ticket_runs",
+    "ticket_timeline",
+    "workflow_or_none",
+]

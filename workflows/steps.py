@@ -114,8 +114,9 @@ class StepContext:
                 result: Any = done.result
             else:
                 result = fn()
-                StepEffect.objects.create(key=key, ticket_id=self.run.ticket_id, run=self.run, name=name,
-                                          result=result, at=timezone.now())
+                StepEffect.objects.create(
+                    key=key, ticket_id=self.run.ticket_id, run=self.run, name=name, result=result, at=timezone.now()
+                )
                 self.log(f"{name}: done")
         self.flush_log()
         return result
@@ -134,8 +135,9 @@ class StepContext:
         result = fn()
         try:
             with transaction.atomic():
-                StepEffect.objects.create(key=key, ticket_id=self.run.ticket_id, run=self.run, name=name,
-                                          result=result, at=timezone.now())
+                StepEffect.objects.create(
+                    key=key, ticket_id=self.run.ticket_id, run=self.run, name=name, result=result, at=timezone.now()
+                )
         except IntegrityError:
             pass  # a requeued twin recorded it first; the call is idempotent by contract
         self.log(f"{name}: done")

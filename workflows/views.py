@@ -72,22 +72,38 @@ def _refuse(request: HttpRequest, exc: WorkflowError) -> None:
 def ticket_list_view(request: HttpRequest) -> HttpResponse:
     filters = {k: request.GET.get(k, "") for k in LIST_FILTERS}
     page = Paginator(ticket_list(request.user, filters).order_by("-created_at", "-id"), 50).get_page(
-        request.GET.get("page"))
-    rows = [{"ticket": t, "wf": workflow_or_none(t.type), "tone": state_tone(workflow_or_none(t.type), t.state)}
-            for t in page.object_list]
+        request.GET.get("page")
+    )
+    rows = [
+        {"ticket": t, "wf": workflow_or_none(t.type), "tone": state_tone(workflow_or_none(t.type), t.state)}
+        for t in page.object_list
+    ]
     for row in rows:
         row["state_label"] = row["wf"].state_label(row["ticket"].state) if row["wf"] else row["ticket"].state
     selected = workflow_or_none(filters["type"]) if filters["type"] else None
-    states = selected.states.choices if selected else sorted(
-        {(v, label) for wf in workflows() for v, label in wf.states.choices})
+    states = (
+        selected.states.choices
+        if selected
+        else sorted({(v, label) for wf in workflows() for v, label in wf.states.choices})
+    )
     query = request.GET.copy()
     query.pop("page", None)
-    return render(request, "tickets/list.html", {
-        "page": page, "rows": rows, "filters": filters, "workflows": workflows(), "states": states,
-        "assignee_choices": [("me", "Me"), *((f"group:{g.pk}", f"Group: {g.name}")
-                                             for g in Group.objects.order_by("name"))],
-        "query": query.urlencode(),
-    })
+    return render(
+        request,
+        "tickets/list.html",
+        {
+            "page": page,
+            "rows": rows,
+            "filters": filters,
+            "workflows": workflows(),
+            "states": states,
+            "assignee_choices": [
+                ("me", "Me"),
+                *((f"group:{g.pk}", f"Group: {g.name}") for g in Group.objects.order_by("name")),
+            ],
+            "query": query.urlencode(),
+        },
+    )
 
 
 @login_required
@@ -104,10 +120,17 @@ def ticket_create_view(request: HttpRequest, type_: str) -> HttpResponse:
         data = form.cleaned_data
         try:
             ticket = engine.ticket_create(
-                type_=wf.type, title=data["title"], requester=request.user, description=data.get("description", ""),
-                priority=data["priority"], inputs={f.name: data.get(f.name) for f in wf.create_fields},
-                change_plan=data.get("change_plan", ""), rollback_plan=data.get("rollback_plan", ""),
-                assignee_group=data.get("assignee_group"), start=bool(data.get("start")))
+                type_=wf.type,
+                title=data["title"],
+                requester=request.user,
+                description=data.get("description", ""),
+                priority=data["priority"],
+                inputs={f.name: data.get(f.name) for f in wf.create_fields},
+                change_plan=data.get("change_plan", ""),
+                rollback_plan=data.get("rollback_plan", ""),
+                assignee_group=data.get("assignee_group"),
+                start=bool(data.get("start")),
+            )
         except WorkflowError as exc:
             form.add_engine_errors(exc.field_errors, exc.errors)
             status = 403 if isinstance(exc, ForbiddenError) else 400
@@ -138,15 +161,21 @@ def _detail_context(request: HttpRequest, ticket: Ticket) -> dict[str, Any]:
     labels = {s.name: s.label for s in wf.steps}
     one_click = [t for t in actions.transitions if not any(f.required for f in t.fields)]
     return {
-        "ticket": ticket, "wf": wf, "tone": state_tone(wf, ticket.state), "state_label": wf.state_label(ticket.state),
-        "actions": actions, "one_click": one_click,
+        "ticket": ticket,
+        "wf": wf,
+        "tone": state_tone(wf, ticket.state),
+        "state_label": wf.state_label(ticket.state),
+        "actions": actions,
+        "one_click": one_click,
         "with_inputs": [t for t in actions.transitions if t not in one_click],
         "runs": [{"run": r, "label": labels.get(r.step, r.step)} for r in runs],
-        "timeline": ticket_timeline(ticket), "poll": poll_seconds(ticket),
+        "timeline": ticket_timeline(ticket),
+        "poll": poll_seconds(ticket),
         "links": ticket.links.select_related("node", "accelerator", "rack", "switch"),
         "approvals": ticket.approvals.filter(round=ticket.approval_round).order_by("at"),
         "snapshot": engine.approval_snapshot(ticket) if wf.approval and ticket.state == wf.approval.state else None,
-        "idempotency_key": uuid.uuid4().hex, "is_watching": ticket.watchers.filter(pk=request.user.pk).exists(),
+        "idempotency_key": uuid.uuid4().hex,
+        "is_watching": ticket.watchers.filter(pk=request.user.pk).exists(),
         "data_rows": sorted((k, v) for k, v in ticket.data.items() if not isinstance(v, dict | list)),
         "groups": Group.objects.order_by("name") if actions.can_assign else [],
         "panels": _panels_render(request, ticket),
@@ -205,23 +234,39 @@ def ticket_transition_view(request: HttpRequest, pk: int, name: str) -> HttpResp
         data = {k: v for k, v in request.POST.items() if k not in ("csrfmiddlewaretoken", "idempotency_key")}
         key = request.POST.get("idempotency_key") or None
         try:
-            result = engine.transition_apply(ticket=ticket, name=name, actor=request.user, data=data,
-                                             idempotency_key=f"ui:{request.user.pk}:{key}" if key else None)
+            result = engine.transition_apply(
+                ticket=ticket,
+                name=name,
+                actor=request.user,
+                data=data,
+                idempotency_key=f"ui:{request.user.pk}:{key}" if key else None,
+            )
         except WorkflowError as exc:
             form.is_valid()
             form.add_engine_errors(exc.field_errors, exc.errors)
             status = 403 if isinstance(exc, ForbiddenError) else 409 if isinstance(exc, engine.NotAllowedError) else 400
         else:
             if not result.replayed:
-                messages.success(request, f"{t.label}: {ticket.reference} is now "
-                                          f"'{wf.state_label(result.ticket.state)}'.")
+                messages.success(
+                    request, f"{t.label}: {ticket.reference} is now '{wf.state_label(result.ticket.state)}'."
+                )
             return _back(ticket)
     step = wf.step_spec(t.step) if t.step else None
-    return render(request, "tickets/transition.html", {
-        "ticket": ticket, "wf": wf, "t": t, "form": form, "step": step,
-        "source_label": wf.state_label(ticket.state), "target_label": wf.state_label(t.target),
-        "tone": state_tone(wf, ticket.state),
-    }, status=status)
+    return render(
+        request,
+        "tickets/transition.html",
+        {
+            "ticket": ticket,
+            "wf": wf,
+            "t": t,
+            "form": form,
+            "step": step,
+            "source_label": wf.state_label(ticket.state),
+            "target_label": wf.state_label(t.target),
+            "tone": state_tone(wf, ticket.state),
+        },
+        status=status,
+    )
 
 
 # --- approvals, comments, operator actions ------------------------------------------------------------------------
@@ -233,8 +278,9 @@ def ticket_approve_view(request: HttpRequest, pk: int) -> HttpResponse:
     ticket = _ticket_or_404(request, pk)
     decision = request.POST.get("decision", "")
     try:
-        engine.approval_record(ticket=ticket, actor=request.user, decision=decision,
-                               comment=request.POST.get("comment", ""))
+        engine.approval_record(
+            ticket=ticket, actor=request.user, decision=decision, comment=request.POST.get("comment", "")
+        )
     except WorkflowError as exc:
         _refuse(request, exc)
     else:
@@ -316,9 +362,15 @@ def ticket_assign_view(request: HttpRequest, pk: int) -> HttpResponse:
 def ticket_edit_view(request: HttpRequest, pk: int) -> HttpResponse:
     ticket = _ticket_or_404(request, pk)
     wf = _workflow_or_404(ticket.type)
-    form = PlansForm(request.POST or None, initial={"title": ticket.title, "description": ticket.description,
-                                                    "change_plan": ticket.change_plan,
-                                                    "rollback_plan": ticket.rollback_plan})
+    form = PlansForm(
+        request.POST or None,
+        initial={
+            "title": ticket.title,
+            "description": ticket.description,
+            "change_plan": ticket.change_plan,
+            "rollback_plan": ticket.rollback_plan,
+        },
+    )
     if request.method == "POST" and form.is_valid():
         try:
             engine.ticket_plans_update(ticket=ticket, actor=request.user, **form.cleaned_data)
@@ -327,6 +379,14 @@ def ticket_edit_view(request: HttpRequest, pk: int) -> HttpResponse:
         else:
             messages.success(request, "Saved.")
             return _back(ticket)
-    return render(request, "tickets/edit.html", {"ticket": ticket, "wf": wf, "form": form,
-                                                 "tone": state_tone(wf, ticket.state),
-                                                 "state_label": wf.state_label(ticket.state)})
+    return render(
+        request,
+        "tickets/edit.html",
+        {
+            "ticket": ticket,
+            "wf": wf,
+            "form": form,
+            "tone": state_tone(wf, ticket.state),
+            "state_label": wf.state_label(ticket.state),
+        },
+    )

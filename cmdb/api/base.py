@@ -71,13 +71,17 @@ class CmdbViewSet(BaseModelViewSet):
         if permissions.has_global(self.request.user, model, action):
             return
         pks = [o.pk for o in objs]
-        allowed = set(permissions.restrict(model._default_manager.filter(pk__in=pks), self.request.user, action)
-                      .values_list("pk", flat=True))
+        allowed = set(
+            permissions.restrict(model._default_manager.filter(pk__in=pks), self.request.user, action).values_list(
+                "pk", flat=True
+            )
+        )
         for idx, pk in enumerate(pks):
             if pk not in allowed:
                 raise RowPermissionDenied(
                     "You may not write this object where it now points (outside your grants).",
-                    row=idx if bulk else None)
+                    row=idx if bulk else None,
+                )
 
 
 class CmdbReadOnlyViewSet(ReadOnlyModelViewSet):

@@ -157,15 +157,21 @@ class AcceleratorWriter(CmdbWriter):
         if "node" in data or "stock_location" in data:  # explicitly cleared: on its way somewhere
             return PlacementKind.IN_TRANSIT
         if row.is_new:
-            return PlacementKind.NODE if card.node_id else (PlacementKind.STOCK if card.stock_location_id
-                                                            else PlacementKind.IN_TRANSIT)
+            return (
+                PlacementKind.NODE
+                if card.node_id
+                else (PlacementKind.STOCK if card.stock_location_id else PlacementKind.IN_TRANSIT)
+            )
         return None  # lifecycle installed/in_stock without a location: the constraints will say what is missing
 
     def create(self, rows: Sequence[Row], *, bulk: bool) -> list[Model]:
         objs = super().create(rows, bulk=bulk)
         now = timezone.now()
-        placements_write(opened=[placement_build(accelerator=card, note="created through the API", at=now)
-                                 for card in objs], at=now, batch_size=self.batch_size)
+        placements_write(
+            opened=[placement_build(accelerator=card, note="created through the API", at=now) for card in objs],
+            at=now,
+            batch_size=self.batch_size,
+        )
         return objs
 
     def save_one(self, row: Row) -> None:
@@ -180,9 +186,15 @@ class AcceleratorWriter(CmdbWriter):
         other = {name: getattr(card, name) for name in row.data if name not in _LOCATION_FIELDS}
         requested_lifecycle = card.lifecycle
         try:
-            moved = accelerator_place(accelerator=card, kind=kind, node=card.node, slot_index=card.slot_index,
-                                      pci_bus_id=card.pci_bus_id, stock_location=card.stock_location,
-                                      override_hold=override_requested(self.request))
+            moved = accelerator_place(
+                accelerator=card,
+                kind=kind,
+                node=card.node,
+                slot_index=card.slot_index,
+                pci_bus_id=card.pci_bus_id,
+                stock_location=card.stock_location,
+                override_hold=override_requested(self.request),
+            )
         except DjangoValidationError as exc:
             raise RowErrors({row.index: _as_field_errors(exc)}) from exc
         for name, value in other.items():
@@ -203,9 +215,12 @@ class AcceleratorWriter(CmdbWriter):
             moved = [r.instance for r in rows if getattr(r, "kind", None) is not None]
             if moved:
                 now = timezone.now()
-                placements_write(close_ids=[card.pk for card in moved], at=now, batch_size=self.batch_size,
-                                 opened=[placement_build(accelerator=card, note="moved through the API", at=now)
-                                         for card in moved])
+                placements_write(
+                    close_ids=[card.pk for card in moved],
+                    at=now,
+                    batch_size=self.batch_size,
+                    opened=[placement_build(accelerator=card, note="moved through the API", at=now) for card in moved],
+                )
         return objs
 
 
@@ -252,7 +267,8 @@ class DeviceWriter(CmdbWriter):
         racks = {r.instance.rack_id for r in moving if r.instance.rack_id}
         occupied: dict[tuple[int, str, int], str] = {}
         units = RackUnit.objects.filter(rack_id__in=racks).values_list(
-            "rack_id", "face", "unit", "node_id", "switch_id", "node__hostname", "switch__name")
+            "rack_id", "face", "unit", "node_id", "switch_id", "node__hostname", "switch__name"
+        )
         for rack_id, face, unit, node_id, switch_id, hostname, switch_name in units:
             own = node_id if self.model is Node else switch_id
             if own is not None and own in moving_ids:
@@ -268,14 +284,22 @@ class DeviceWriter(CmdbWriter):
             height = self._height(device)
             top = device.position + height - 1
             if device.position < 1 or top > device.rack.u_height:
-                add_error(errors, row.index, "position",
-                          f"U{device.position}-U{top} does not fit rack {device.rack} (U1-U{device.rack.u_height}).")
+                add_error(
+                    errors,
+                    row.index,
+                    "position",
+                    f"U{device.position}-U{top} does not fit rack {device.rack} (U1-U{device.rack.u_height}).",
+                )
                 continue
             wanted = [(device.rack_id, device.face, u) for u in range(device.position, top + 1)]
             taken = next((k for k in wanted if k in occupied), None)
             if taken is not None:
-                add_error(errors, row.index, "position",
-                          f"U{taken[2]} ({taken[1]}) of rack {device.rack} is already occupied by {occupied[taken]}.")
+                add_error(
+                    errors,
+                    row.index,
+                    "position",
+                    f"U{taken[2]} ({taken[1]}) of rack {device.rack} is already occupied by {occupied[taken]}.",
+                )
                 continue
             for k in wanted:
                 occupied[k] = f"row {row.index} of this request"
@@ -293,8 +317,9 @@ class DeviceWriter(CmdbWriter):
         # A held node is not moved either (the services below check holds for status and cordon).
         moving = [r.instance for r in rows if _DEVICE_LOCATION & r.changed]
         if moving:
-            holds_check([n.pk for n in moving], what="move", override=override,
-                        labels={n.pk: n.hostname for n in moving})
+            holds_check(
+                [n.pk for n in moving], what="move", override=override, labels={n.pk: n.hostname for n in moving}
+            )
         # Take status and cordon out of the generic write: back to their stored values, applied by the services.
         asked: dict[int, dict[str, Any]] = {}
         for row in rows:
@@ -338,9 +363,12 @@ class DeviceWriter(CmdbWriter):
             return
         key = self._key
         RackUnit.objects.filter(**{f"{key}_id__in": [d.pk for d in moving]}).delete()
-        units = [RackUnit(rack_id=d.rack_id, face=d.face, unit=u, **{key: d})
-                 for d in moving if d.rack_id and d.position
-                 for u in range(d.position, d.position + self._height(d))]
+        units = [
+            RackUnit(rack_id=d.rack_id, face=d.face, unit=u, **{key: d})
+            for d in moving
+            if d.rack_id and d.position
+            for u in range(d.position, d.position + self._height(d))
+        ]
         try:
             with transaction.atomic():
                 RackUnit.objects.bulk_create(units, batch_size=self.batch_size)

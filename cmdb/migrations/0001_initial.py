@@ -7,747 +7,1539 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('contenttypes', '0002_remove_content_type_name'),
+        ("contenttypes", "0002_remove_content_type_name"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='AcceleratorModel',
+            name="AcceleratorModel",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('version', models.PositiveIntegerField(default=1, editable=False)),
-                ('name', models.CharField(max_length=100, unique=True)),
-                ('memory_gib', models.PositiveIntegerField(default=0)),
-                ('interconnect', models.CharField(choices=[('nvlink', 'NVLink'), ('nvswitch', 'NVLink + NVSwitch'), ('hccs', 'HCCS'), ('xgmi', 'xGMI'), ('pcie', 'PCIe only')], default='pcie', max_length=16)),
-                ('tdp_w', models.PositiveIntegerField(default=0)),
-                ('form_factor', models.CharField(choices=[('sxm', 'SXM'), ('oam', 'OAM'), ('pcie', 'PCIe card'), ('module', 'Mezzanine module')], default='pcie', max_length=16)),
-                ('aliases', models.JSONField(blank=True, default=list)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("version", models.PositiveIntegerField(default=1, editable=False)),
+                ("name", models.CharField(max_length=100, unique=True)),
+                ("memory_gib", models.PositiveIntegerField(default=0)),
+                (
+                    "interconnect",
+                    models.CharField(
+                        choices=[
+                            ("nvlink", "NVLink"),
+                            ("nvswitch", "NVLink + NVSwitch"),
+                            ("hccs", "HCCS"),
+                            ("xgmi", "xGMI"),
+                            ("pcie", "PCIe only"),
+                        ],
+                        default="pcie",
+                        max_length=16,
+                    ),
+                ),
+                ("tdp_w", models.PositiveIntegerField(default=0)),
+                (
+                    "form_factor",
+                    models.CharField(
+                        choices=[("sxm", "SXM"), ("oam", "OAM"), ("pcie", "PCIe card"), ("module", "Mezzanine module")],
+                        default="pcie",
+                        max_length=16,
+                    ),
+                ),
+                ("aliases", models.JSONField(blank=True, default=list)),
             ],
             options={
-                'ordering': ['vendor__slug', 'name'],
+                "ordering": ["vendor__slug", "name"],
             },
         ),
         migrations.CreateModel(
-            name='Cluster',
+            name="Cluster",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('version', models.PositiveIntegerField(default=1, editable=False)),
-                ('name', models.CharField(max_length=100, unique=True)),
-                ('kind', models.CharField(choices=[('slurm', 'Slurm'), ('kubernetes', 'Kubernetes')], default='slurm', max_length=16)),
-                ('capacity_floor_percent', models.PositiveSmallIntegerField(default=80)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("version", models.PositiveIntegerField(default=1, editable=False)),
+                ("name", models.CharField(max_length=100, unique=True)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[("slurm", "Slurm"), ("kubernetes", "Kubernetes")], default="slurm", max_length=16
+                    ),
+                ),
+                ("capacity_floor_percent", models.PositiveSmallIntegerField(default=80)),
             ],
             options={
-                'ordering': ['name'],
-                'permissions': [('view_scope', 'Can view inventory in this cluster'), ('change_scope', 'Can change inventory in this cluster')],
+                "ordering": ["name"],
+                "permissions": [
+                    ("view_scope", "Can view inventory in this cluster"),
+                    ("change_scope", "Can change inventory in this cluster"),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Nic',
+            name="Nic",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('version', models.PositiveIntegerField(default=1, editable=False)),
-                ('name', models.CharField(help_text='Device name: mlx5_0, eth0, ...', max_length=64)),
-                ('kind', models.CharField(choices=[('ethernet', 'Ethernet'), ('infiniband', 'InfiniBand HCA'), ('roce', 'RoCE NIC'), ('bmc', 'BMC')], default='ethernet', max_length=16)),
-                ('model_name', models.CharField(blank=True, max_length=200)),
-                ('serial', models.CharField(blank=True, max_length=100, null=True)),
-                ('pci_bus_id', models.CharField(blank=True, max_length=32)),
-                ('firmware', models.CharField(blank=True, max_length=100)),
-                ('node_guid', models.CharField(blank=True, max_length=32)),
-                ('rail', models.PositiveSmallIntegerField(blank=True, help_text='Rail index on the compute fabric.', null=True)),
-                ('is_missing', models.BooleanField(default=False)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("version", models.PositiveIntegerField(default=1, editable=False)),
+                ("name", models.CharField(help_text="Device name: mlx5_0, eth0, ...", max_length=64)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("ethernet", "Ethernet"),
+                            ("infiniband", "InfiniBand HCA"),
+                            ("roce", "RoCE NIC"),
+                            ("bmc", "BMC"),
+                        ],
+                        default="ethernet",
+                        max_length=16,
+                    ),
+                ),
+                ("model_name", models.CharField(blank=True, max_length=200)),
+                ("serial", models.CharField(blank=True, max_length=100, null=True)),
+                ("pci_bus_id", models.CharField(blank=True, max_length=32)),
+                ("firmware", models.CharField(blank=True, max_length=100)),
+                ("node_guid", models.CharField(blank=True, max_length=32)),
+                (
+                    "rail",
+                    models.PositiveSmallIntegerField(
+                        blank=True, help_text="Rail index on the compute fabric.", null=True
+                    ),
+                ),
+                ("is_missing", models.BooleanField(default=False)),
             ],
             options={
-                'ordering': ['node_id', 'name'],
+                "ordering": ["node_id", "name"],
             },
         ),
         migrations.CreateModel(
-            name='PartModel',
+            name="PartModel",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('version', models.PositiveIntegerField(default=1, editable=False)),
-                ('sku', models.CharField(max_length=100, unique=True)),
-                ('name', models.CharField(max_length=200)),
-                ('kind', models.CharField(choices=[('nic', 'NIC / HCA'), ('optic', 'Optic / transceiver'), ('cable', 'Cable'), ('psu', 'Power supply'), ('disk', 'Disk'), ('memory', 'Memory module'), ('fan', 'Fan'), ('other', 'Other')], default='other', max_length=16)),
-                ('is_serialised', models.BooleanField(default=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("version", models.PositiveIntegerField(default=1, editable=False)),
+                ("sku", models.CharField(max_length=100, unique=True)),
+                ("name", models.CharField(max_length=200)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("nic", "NIC / HCA"),
+                            ("optic", "Optic / transceiver"),
+                            ("cable", "Cable"),
+                            ("psu", "Power supply"),
+                            ("disk", "Disk"),
+                            ("memory", "Memory module"),
+                            ("fan", "Fan"),
+                            ("other", "Other"),
+                        ],
+                        default="other",
+                        max_length=16,
+                    ),
+                ),
+                ("is_serialised", models.BooleanField(default=True)),
             ],
             options={
-                'ordering': ['sku'],
+                "ordering": ["sku"],
             },
         ),
         migrations.CreateModel(
-            name='Rack',
+            name="Rack",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('version', models.PositiveIntegerField(default=1, editable=False)),
-                ('name', models.CharField(max_length=100)),
-                ('row', models.CharField(blank=True, max_length=32)),
-                ('u_height', models.PositiveSmallIntegerField(default=42, validators=[django.core.validators.MinValueValidator(1)])),
-                ('power_budget_kw', models.DecimalField(decimal_places=2, default=0, max_digits=7)),
-                ('cooling', models.CharField(choices=[('air', 'Air'), ('liquid', 'Liquid (DLC)')], default='air', max_length=16)),
-                ('status', models.CharField(choices=[('planned', 'Planned'), ('active', 'Active'), ('reserved', 'Reserved'), ('decommissioned', 'Decommissioned')], default='active', max_length=16)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("version", models.PositiveIntegerField(default=1, editable=False)),
+                ("name", models.CharField(max_length=100)),
+                ("row", models.CharField(blank=True, max_length=32)),
+                (
+                    "u_height",
+                    models.PositiveSmallIntegerField(
+                        default=42, validators=[django.core.validators.MinValueValidator(1)]
+                    ),
+                ),
+                ("power_budget_kw", models.DecimalField(decimal_places=2, default=0, max_digits=7)),
+                (
+                    "cooling",
+                    models.CharField(
+                        choices=[("air", "Air"), ("liquid", "Liquid (DLC)")], default="air", max_length=16
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("planned", "Planned"),
+                            ("active", "Active"),
+                            ("reserved", "Reserved"),
+                            ("decommissioned", "Decommissioned"),
+                        ],
+                        default="active",
+                        max_length=16,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['room__site__code', 'room__name', 'name'],
+                "ordering": ["room__site__code", "room__name", "name"],
             },
         ),
         migrations.CreateModel(
-            name='Room',
+            name="Room",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('version', models.PositiveIntegerField(default=1, editable=False)),
-                ('name', models.CharField(max_length=100)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("version", models.PositiveIntegerField(default=1, editable=False)),
+                ("name", models.CharField(max_length=100)),
             ],
             options={
-                'ordering': ['site__code', 'name'],
+                "ordering": ["site__code", "name"],
             },
         ),
         migrations.CreateModel(
-            name='Site',
+            name="Site",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('version', models.PositiveIntegerField(default=1, editable=False)),
-                ('code', models.SlugField(help_text="Short stable code, e.g. 'sh1'.", max_length=32, unique=True)),
-                ('name', models.CharField(max_length=200)),
-                ('region', models.CharField(blank=True, max_length=100)),
-                ('timezone', models.CharField(default='UTC', max_length=64)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("version", models.PositiveIntegerField(default=1, editable=False)),
+                ("code", models.SlugField(help_text="Short stable code, e.g. 'sh1'.", max_length=32, unique=True)),
+                ("name", models.CharField(max_length=200)),
+                ("region", models.CharField(blank=True, max_length=100)),
+                ("timezone", models.CharField(default="UTC", max_length=64)),
             ],
             options={
-                'ordering': ['code'],
-                'permissions': [('view_scope', 'Can view inventory in this site'), ('change_scope', 'Can change inventory in this site')],
+                "ordering": ["code"],
+                "permissions": [
+                    ("view_scope", "Can view inventory in this site"),
+                    ("change_scope", "Can change inventory in this site"),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Tag',
+            name="Tag",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('slug', models.SlugField(max_length=64, unique=True)),
-                ('color', models.CharField(default='#6b7280', max_length=7)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("slug", models.SlugField(max_length=64, unique=True)),
+                ("color", models.CharField(default="#6b7280", max_length=7)),
             ],
             options={
-                'ordering': ['slug'],
+                "ordering": ["slug"],
             },
         ),
         migrations.CreateModel(
-            name='Tenant',
+            name="Tenant",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('version', models.PositiveIntegerField(default=1, editable=False)),
-                ('slug', models.SlugField(max_length=64, unique=True)),
-                ('name', models.CharField(max_length=200)),
-                ('kind', models.CharField(choices=[('team', 'Internal team'), ('customer', 'Customer')], default='team', max_length=16)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("version", models.PositiveIntegerField(default=1, editable=False)),
+                ("slug", models.SlugField(max_length=64, unique=True)),
+                ("name", models.CharField(max_length=200)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[("team", "Internal team"), ("customer", "Customer")], default="team", max_length=16
+                    ),
+                ),
             ],
             options={
-                'ordering': ['slug'],
-                'permissions': [('view_scope', 'Can view inventory of this tenant'), ('change_scope', 'Can change inventory of this tenant')],
+                "ordering": ["slug"],
+                "permissions": [
+                    ("view_scope", "Can view inventory of this tenant"),
+                    ("change_scope", "Can change inventory of this tenant"),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Vendor',
+            name="Vendor",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('version', models.PositiveIntegerField(default=1, editable=False)),
-                ('slug', models.SlugField(max_length=32, unique=True)),
-                ('name', models.CharField(max_length=100)),
-                ('makes_accelerators', models.BooleanField(default=False)),
-                ('health_aliases', models.JSONField(blank=True, default=dict)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("version", models.PositiveIntegerField(default=1, editable=False)),
+                ("slug", models.SlugField(max_length=32, unique=True)),
+                ("name", models.CharField(max_length=100)),
+                ("makes_accelerators", models.BooleanField(default=False)),
+                ("health_aliases", models.JSONField(blank=True, default=dict)),
             ],
             options={
-                'ordering': ['slug'],
+                "ordering": ["slug"],
             },
         ),
         migrations.CreateModel(
-            name='Accelerator',
+            name="Accelerator",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('version', models.PositiveIntegerField(default=1, editable=False)),
-                ('serial', models.CharField(blank=True, max_length=100, null=True, unique=True)),
-                ('uuid', models.CharField(blank=True, help_text='GPU UUID / board id.', max_length=64, null=True, unique=True)),
-                ('lifecycle', models.CharField(choices=[('in_stock', 'In stock'), ('installed', 'Installed'), ('in_transit', 'In transit'), ('failed', 'Failed (removed)'), ('rma', 'RMA (at vendor)'), ('scrapped', 'Scrapped')], db_index=True, default='in_stock', max_length=16)),
-                ('health', models.CharField(choices=[('ok', 'OK'), ('degraded', 'Degraded'), ('failed', 'Failed'), ('unknown', 'Unknown')], db_index=True, default='unknown', max_length=16)),
-                ('health_detail', models.CharField(blank=True, max_length=500)),
-                ('health_changed_at', models.DateTimeField(blank=True, null=True)),
-                ('slot_index', models.PositiveSmallIntegerField(blank=True, null=True)),
-                ('pci_bus_id', models.CharField(blank=True, max_length=32)),
-                ('firmware_version', models.CharField(blank=True, help_text='VBIOS / firmware.', max_length=100)),
-                ('driver_version', models.CharField(blank=True, max_length=100)),
-                ('is_missing', models.BooleanField(default=False)),
-                ('last_seen_at', models.DateTimeField(blank=True, null=True)),
-                ('po_number', models.CharField(blank=True, db_index=True, max_length=64)),
-                ('supplier', models.CharField(blank=True, max_length=200)),
-                ('purchase_date', models.DateField(blank=True, null=True)),
-                ('warranty_end', models.DateField(blank=True, null=True)),
-                ('model', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='accelerators', to='cmdb.acceleratormodel')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("version", models.PositiveIntegerField(default=1, editable=False)),
+                ("serial", models.CharField(blank=True, max_length=100, null=True, unique=True)),
+                (
+                    "uuid",
+                    models.CharField(
+                        blank=True, help_text="GPU UUID / board id.", max_length=64, null=True, unique=True
+                    ),
+                ),
+                (
+                    "lifecycle",
+                    models.CharField(
+                        choices=[
+                            ("in_stock", "In stock"),
+                            ("installed", "Installed"),
+                            ("in_transit", "In transit"),
+                            ("failed", "Failed (removed)"),
+                            ("rma", "RMA (at vendor)"),
+                            ("scrapped", "Scrapped"),
+                        ],
+                        db_index=True,
+                        default="in_stock",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "health",
+                    models.CharField(
+                        choices=[("ok", "OK"), ("degraded", "Degraded"), ("failed", "Failed"), ("unknown", "Unknown")],
+                        db_index=True,
+                        default="unknown",
+                        max_length=16,
+                    ),
+                ),
+                ("health_detail", models.CharField(blank=True, max_length=500)),
+                ("health_changed_at", models.DateTimeField(blank=True, null=True)),
+                ("slot_index", models.PositiveSmallIntegerField(blank=True, null=True)),
+                ("pci_bus_id", models.CharField(blank=True, max_length=32)),
+                ("firmware_version", models.CharField(blank=True, help_text="VBIOS / firmware.", max_length=100)),
+                ("driver_version", models.CharField(blank=True, max_length=100)),
+                ("is_missing", models.BooleanField(default=False)),
+                ("last_seen_at", models.DateTimeField(blank=True, null=True)),
+                ("po_number", models.CharField(blank=True, db_index=True, max_length=64)),
+                ("supplier", models.CharField(blank=True, max_length=200)),
+                ("purchase_date", models.DateField(blank=True, null=True)),
+                ("warranty_end", models.DateField(blank=True, null=True)),
+                (
+                    "model",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="accelerators",
+                        to="cmdb.acceleratormodel",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['id'],
+                "ordering": ["id"],
             },
         ),
         migrations.CreateModel(
-            name='DriverPackage',
+            name="DriverPackage",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('component', models.CharField(choices=[('nvidia-driver', 'NVIDIA driver'), ('cuda', 'CUDA toolkit'), ('fabric-manager', 'NVIDIA Fabric Manager'), ('ofed', 'MLNX/DOCA OFED'), ('ascend-driver', 'Ascend driver'), ('ascend-firmware', 'Ascend firmware'), ('cann', 'CANN'), ('hygon-driver', 'Hygon DCU driver'), ('dtk', 'DTK')], max_length=32)),
-                ('version', models.CharField(max_length=64)),
-                ('requires_reboot', models.BooleanField(default=False)),
-                ('install_command', models.CharField(blank=True, help_text='Template; {version} is replaced.', max_length=500)),
-                ('rollback_command', models.CharField(blank=True, help_text='Template; {previous_version}.', max_length=500)),
-                ('released_at', models.DateField(blank=True, null=True)),
-                ('notes', models.TextField(blank=True)),
-                ('supported_models', models.ManyToManyField(blank=True, help_text='Compatibility matrix.', related_name='driver_packages', to='cmdb.acceleratormodel')),
-                ('vendor', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='driver_packages', to='cmdb.vendor')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "component",
+                    models.CharField(
+                        choices=[
+                            ("nvidia-driver", "NVIDIA driver"),
+                            ("cuda", "CUDA toolkit"),
+                            ("fabric-manager", "NVIDIA Fabric Manager"),
+                            ("ofed", "MLNX/DOCA OFED"),
+                            ("ascend-driver", "Ascend driver"),
+                            ("ascend-firmware", "Ascend firmware"),
+                            ("cann", "CANN"),
+                            ("hygon-driver", "Hygon DCU driver"),
+                            ("dtk", "DTK"),
+                        ],
+                        max_length=32,
+                    ),
+                ),
+                ("version", models.CharField(max_length=64)),
+                ("requires_reboot", models.BooleanField(default=False)),
+                (
+                    "install_command",
+                    models.CharField(blank=True, help_text="Template; {version} is replaced.", max_length=500),
+                ),
+                (
+                    "rollback_command",
+                    models.CharField(blank=True, help_text="Template; {previous_version}.", max_length=500),
+                ),
+                ("released_at", models.DateField(blank=True, null=True)),
+                ("notes", models.TextField(blank=True)),
+                (
+                    "supported_models",
+                    models.ManyToManyField(
+                        blank=True,
+                        help_text="Compatibility matrix.",
+                        related_name="driver_packages",
+                        to="cmdb.acceleratormodel",
+                    ),
+                ),
+                (
+                    "vendor",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="driver_packages", to="cmdb.vendor"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['component', 'version'],
+                "ordering": ["component", "version"],
             },
         ),
         migrations.CreateModel(
-            name='NicPort',
+            name="NicPort",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('version', models.PositiveIntegerField(default=1, editable=False)),
-                ('name', models.CharField(help_text='Port number or interface name.', max_length=64)),
-                ('mac', models.CharField(blank=True, db_index=True, max_length=17)),
-                ('guid', models.CharField(blank=True, db_index=True, max_length=32)),
-                ('speed_mbps', models.PositiveIntegerField(blank=True, null=True)),
-                ('link_state', models.CharField(choices=[('up', 'Up'), ('down', 'Down'), ('unknown', 'Unknown')], default='unknown', max_length=16)),
-                ('nic', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='ports', to='cmdb.nic')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("version", models.PositiveIntegerField(default=1, editable=False)),
+                ("name", models.CharField(help_text="Port number or interface name.", max_length=64)),
+                ("mac", models.CharField(blank=True, db_index=True, max_length=17)),
+                ("guid", models.CharField(blank=True, db_index=True, max_length=32)),
+                ("speed_mbps", models.PositiveIntegerField(blank=True, null=True)),
+                (
+                    "link_state",
+                    models.CharField(
+                        choices=[("up", "Up"), ("down", "Down"), ("unknown", "Unknown")],
+                        default="unknown",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "nic",
+                    models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name="ports", to="cmdb.nic"),
+                ),
             ],
             options={
-                'ordering': ['nic_id', 'name'],
+                "ordering": ["nic_id", "name"],
             },
         ),
         migrations.CreateModel(
-            name='Node',
+            name="Node",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('version', models.PositiveIntegerField(default=1, editable=False)),
-                ('hostname', models.CharField(max_length=253, unique=True)),
-                ('serial', models.CharField(max_length=100, unique=True)),
-                ('asset_tag', models.CharField(blank=True, db_index=True, max_length=100)),
-                ('bmc_address', models.GenericIPAddressField(blank=True, null=True, unique=True)),
-                ('os_name', models.CharField(blank=True, max_length=100)),
-                ('kernel', models.CharField(blank=True, max_length=100)),
-                ('bios_version', models.CharField(blank=True, max_length=100)),
-                ('status', models.CharField(choices=[('planned', 'Planned'), ('received', 'Received'), ('racked', 'Racked'), ('provisioning', 'Provisioning'), ('burn_in', 'Burn-in'), ('active', 'Active'), ('draining', 'Draining'), ('maintenance', 'Maintenance'), ('failed', 'Failed'), ('rma', 'RMA'), ('decommissioned', 'Decommissioned')], db_index=True, default='planned', max_length=16)),
-                ('health', models.CharField(choices=[('ok', 'OK'), ('degraded', 'Degraded'), ('failed', 'Failed'), ('unknown', 'Unknown')], db_index=True, default='unknown', max_length=16)),
-                ('role', models.CharField(choices=[('compute', 'Compute (training)'), ('inference', 'Inference'), ('storage', 'Storage'), ('login', 'Login / head'), ('service', 'Service')], default='compute', max_length=16)),
-                ('is_cordoned', models.BooleanField(default=False, help_text='Unschedulable (manual or by a workflow).')),
-                ('cordon_reason', models.CharField(blank=True, max_length=300)),
-                ('position', models.PositiveSmallIntegerField(blank=True, help_text='Lowest U occupied.', null=True)),
-                ('face', models.CharField(choices=[('front', 'Front'), ('rear', 'Rear')], default='front', max_length=8)),
-                ('labels', models.JSONField(blank=True, default=dict)),
-                ('cpu_model', models.CharField(blank=True, max_length=200)),
-                ('cpu_count', models.PositiveSmallIntegerField(default=0)),
-                ('memory_gib', models.PositiveIntegerField(default=0)),
-                ('last_seen_at', models.DateTimeField(blank=True, db_index=True, null=True)),
-                ('is_stale', models.BooleanField(default=False, help_text='The agent stopped reporting.')),
-                ('locked_fields', models.JSONField(blank=True, default=list)),
-                ('po_number', models.CharField(blank=True, db_index=True, max_length=64)),
-                ('supplier', models.CharField(blank=True, max_length=200)),
-                ('purchase_date', models.DateField(blank=True, null=True)),
-                ('warranty_end', models.DateField(blank=True, null=True)),
-                ('cluster', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='nodes', to='cmdb.cluster')),
-                ('rack', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='nodes', to='cmdb.rack')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("version", models.PositiveIntegerField(default=1, editable=False)),
+                ("hostname", models.CharField(max_length=253, unique=True)),
+                ("serial", models.CharField(max_length=100, unique=True)),
+                ("asset_tag", models.CharField(blank=True, db_index=True, max_length=100)),
+                ("bmc_address", models.GenericIPAddressField(blank=True, null=True, unique=True)),
+                ("os_name", models.CharField(blank=True, max_length=100)),
+                ("kernel", models.CharField(blank=True, max_length=100)),
+                ("bios_version", models.CharField(blank=True, max_length=100)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("planned", "Planned"),
+                            ("received", "Received"),
+                            ("racked", "Racked"),
+                            ("provisioning", "Provisioning"),
+                            ("burn_in", "Burn-in"),
+                            ("active", "Active"),
+                            ("draining", "Draining"),
+                            ("maintenance", "Maintenance"),
+                            ("failed", "Failed"),
+                            ("rma", "RMA"),
+                            ("decommissioned", "Decommissioned"),
+                        ],
+                        db_index=True,
+                        default="planned",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "health",
+                    models.CharField(
+                        choices=[("ok", "OK"), ("degraded", "Degraded"), ("failed", "Failed"), ("unknown", "Unknown")],
+                        db_index=True,
+                        default="unknown",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "role",
+                    models.CharField(
+                        choices=[
+                            ("compute", "Compute (training)"),
+                            ("inference", "Inference"),
+                            ("storage", "Storage"),
+                            ("login", "Login / head"),
+                            ("service", "Service"),
+                        ],
+                        default="compute",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "is_cordoned",
+                    models.BooleanField(default=False, help_text="Unschedulable (manual or by a workflow)."),
+                ),
+                ("cordon_reason", models.CharField(blank=True, max_length=300)),
+                ("position", models.PositiveSmallIntegerField(blank=True, help_text="Lowest U occupied.", null=True)),
+                (
+                    "face",
+                    models.CharField(choices=[("front", "Front"), ("rear", "Rear")], default="front", max_length=8),
+                ),
+                ("labels", models.JSONField(blank=True, default=dict)),
+                ("cpu_model", models.CharField(blank=True, max_length=200)),
+                ("cpu_count", models.PositiveSmallIntegerField(default=0)),
+                ("memory_gib", models.PositiveIntegerField(default=0)),
+                ("last_seen_at", models.DateTimeField(blank=True, db_index=True, null=True)),
+                ("is_stale", models.BooleanField(default=False, help_text="The agent stopped reporting.")),
+                ("locked_fields", models.JSONField(blank=True, default=list)),
+                ("po_number", models.CharField(blank=True, db_index=True, max_length=64)),
+                ("supplier", models.CharField(blank=True, max_length=200)),
+                ("purchase_date", models.DateField(blank=True, null=True)),
+                ("warranty_end", models.DateField(blank=True, null=True)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="nodes",
+                        to="cmdb.cluster",
+                    ),
+                ),
+                (
+                    "rack",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="nodes",
+                        to="cmdb.rack",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['hostname'],
-            },
-        ),
-        migrations.AddField(
-            model_name='nic',
-            name='node',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='nics', to='cmdb.node'),
-        ),
-        migrations.CreateModel(
-            name='InstalledSoftware',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('component', models.CharField(choices=[('nvidia-driver', 'NVIDIA driver'), ('cuda', 'CUDA toolkit'), ('fabric-manager', 'NVIDIA Fabric Manager'), ('ofed', 'MLNX/DOCA OFED'), ('ascend-driver', 'Ascend driver'), ('ascend-firmware', 'Ascend firmware'), ('cann', 'CANN'), ('hygon-driver', 'Hygon DCU driver'), ('dtk', 'DTK')], max_length=32)),
-                ('version', models.CharField(max_length=64)),
-                ('package', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='installations', to='cmdb.driverpackage')),
-                ('node', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='installed_software', to='cmdb.node')),
-            ],
-            options={
-                'verbose_name_plural': 'installed software',
-                'ordering': ['node_id', 'component'],
-            },
-        ),
-        migrations.CreateModel(
-            name='HealthEvent',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(max_length=32)),
-                ('code', models.CharField(blank=True, max_length=32)),
-                ('severity', models.CharField(choices=[('info', 'Info'), ('warning', 'Warning'), ('critical', 'Critical')], max_length=16)),
-                ('action', models.CharField(choices=[('monitor', 'Monitor'), ('reset', 'Reset the accelerator'), ('reboot', 'Reboot the node'), ('drain_repair', 'Drain and repair'), ('rma', 'RMA the card')], default='monitor', max_length=16)),
-                ('message', models.CharField(blank=True, max_length=500)),
-                ('dedup_key', models.CharField(max_length=200)),
-                ('count', models.PositiveIntegerField(default=1)),
-                ('first_seen_at', models.DateTimeField()),
-                ('last_seen_at', models.DateTimeField()),
-                ('resolved_at', models.DateTimeField(blank=True, null=True)),
-                ('accelerator', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='health_events', to='cmdb.accelerator')),
-                ('node', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='health_events', to='cmdb.node')),
-            ],
-            options={
-                'ordering': ['-last_seen_at'],
-            },
-        ),
-        migrations.CreateModel(
-            name='Component',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('version', models.PositiveIntegerField(default=1, editable=False)),
-                ('kind', models.CharField(choices=[('cpu', 'CPU'), ('memory', 'Memory module'), ('disk', 'Disk'), ('psu', 'Power supply')], max_length=16)),
-                ('slot', models.CharField(help_text='Socket, DIMM slot, bay or PSU number.', max_length=64)),
-                ('vendor_name', models.CharField(blank=True, max_length=100)),
-                ('model_name', models.CharField(blank=True, max_length=200)),
-                ('serial', models.CharField(blank=True, max_length=100, null=True)),
-                ('capacity', models.CharField(blank=True, help_text="e.g. '64 GiB', '3.84 TB', '3000 W'.", max_length=64)),
-                ('firmware', models.CharField(blank=True, max_length=100)),
-                ('node', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='components', to='cmdb.node')),
-            ],
-            options={
-                'ordering': ['node_id', 'kind', 'slot'],
-            },
-        ),
-        migrations.AddField(
-            model_name='accelerator',
-            name='node',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='accelerators', to='cmdb.node'),
-        ),
-        migrations.AddField(
-            model_name='rack',
-            name='room',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='racks', to='cmdb.room'),
-        ),
-        migrations.CreateModel(
-            name='ServerModel',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('version', models.PositiveIntegerField(default=1, editable=False)),
-                ('name', models.CharField(max_length=100, unique=True)),
-                ('u_height', models.PositiveSmallIntegerField(default=1)),
-                ('power_draw_kw', models.DecimalField(decimal_places=2, default=0, max_digits=6)),
-                ('accelerator_slots', models.PositiveSmallIntegerField(default=0)),
-                ('accelerator_model', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='server_models', to='cmdb.acceleratormodel')),
-                ('vendor', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='server_models', to='cmdb.vendor')),
-            ],
-            options={
-                'ordering': ['name'],
-            },
-        ),
-        migrations.AddField(
-            model_name='node',
-            name='server_model',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='nodes', to='cmdb.servermodel'),
-        ),
-        migrations.AddField(
-            model_name='room',
-            name='site',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='rooms', to='cmdb.site'),
-        ),
-        migrations.AddField(
-            model_name='node',
-            name='site',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='nodes', to='cmdb.site'),
-        ),
-        migrations.CreateModel(
-            name='Fabric',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('version', models.PositiveIntegerField(default=1, editable=False)),
-                ('name', models.CharField(max_length=100, unique=True)),
-                ('kind', models.CharField(choices=[('infiniband', 'InfiniBand'), ('roce', 'RoCE v2'), ('ethernet', 'Ethernet'), ('nvlink', 'NVLink')], max_length=16)),
-                ('purpose', models.CharField(choices=[('compute', 'Compute'), ('storage', 'Storage'), ('management', 'Management'), ('oob', 'Out-of-band')], max_length=16)),
-                ('is_rail_optimized', models.BooleanField(default=False)),
-                ('rail_count', models.PositiveSmallIntegerField(default=0)),
-                ('scalable_unit_size', models.PositiveSmallIntegerField(default=32, help_text='Nodes per scalable unit.')),
-                ('site', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='fabrics', to='cmdb.site')),
-            ],
-            options={
-                'ordering': ['name'],
-            },
-        ),
-        migrations.AddField(
-            model_name='cluster',
-            name='site',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='clusters', to='cmdb.site'),
-        ),
-        migrations.AddField(
-            model_name='accelerator',
-            name='site',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='accelerators', to='cmdb.site'),
-        ),
-        migrations.CreateModel(
-            name='StockLocation',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('version', models.PositiveIntegerField(default=1, editable=False)),
-                ('name', models.CharField(max_length=100)),
-                ('kind', models.CharField(choices=[('warehouse', 'Warehouse'), ('shelf', 'Shelf'), ('bin', 'Bin')], default='warehouse', max_length=16)),
-                ('parent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='children', to='cmdb.stocklocation')),
-                ('site', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='stock_locations', to='cmdb.site')),
-            ],
-            options={
-                'ordering': ['site__code', 'name'],
-            },
-        ),
-        migrations.CreateModel(
-            name='PartItem',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('version', models.PositiveIntegerField(default=1, editable=False)),
-                ('serial', models.CharField(max_length=100, unique=True)),
-                ('status', models.CharField(choices=[('in_stock', 'In stock'), ('installed', 'Installed'), ('rma', 'RMA'), ('scrapped', 'Scrapped')], default='in_stock', max_length=16)),
-                ('node', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='part_items', to='cmdb.node')),
-                ('part_model', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='items', to='cmdb.partmodel')),
-                ('stock_location', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='part_items', to='cmdb.stocklocation')),
-            ],
-            options={
-                'ordering': ['serial'],
-            },
-        ),
-        migrations.CreateModel(
-            name='AcceleratorPlacement',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('serial', models.CharField(blank=True, help_text="The card's serial when it was placed.", max_length=100)),
-                ('kind', models.CharField(choices=[('node', 'In a node'), ('stock', 'In stock'), ('in_transit', 'In transit'), ('at_vendor', 'At vendor (RMA)'), ('scrapped', 'Scrapped')], max_length=16)),
-                ('node_hostname', models.CharField(blank=True, max_length=253)),
-                ('slot_index', models.PositiveSmallIntegerField(blank=True, null=True)),
-                ('note', models.CharField(blank=True, max_length=300)),
-                ('started_at', models.DateTimeField()),
-                ('ended_at', models.DateTimeField(blank=True, null=True)),
-                ('source', models.CharField(blank=True, max_length=16)),
-                ('correlation_id', models.CharField(blank=True, max_length=64)),
-                ('accelerator', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='placements', to='cmdb.accelerator')),
-                ('actor', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('node', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='cmdb.node')),
-                ('stock_location', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='cmdb.stocklocation')),
-            ],
-            options={
-                'ordering': ['accelerator_id', 'started_at', 'id'],
-            },
-        ),
-        migrations.AddField(
-            model_name='accelerator',
-            name='stock_location',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='accelerators', to='cmdb.stocklocation'),
-        ),
-        migrations.CreateModel(
-            name='Switch',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('version', models.PositiveIntegerField(default=1, editable=False)),
-                ('name', models.CharField(max_length=253, unique=True)),
-                ('model_name', models.CharField(blank=True, max_length=100)),
-                ('os_name', models.CharField(blank=True, max_length=100)),
-                ('os_version', models.CharField(blank=True, max_length=100)),
-                ('platform', models.CharField(blank=True, help_text='netmiko device type, e.g. cisco_nxos.', max_length=32)),
-                ('mgmt_ip', models.GenericIPAddressField(blank=True, null=True, unique=True)),
-                ('serial', models.CharField(blank=True, max_length=100, null=True, unique=True)),
-                ('role', models.CharField(choices=[('leaf', 'Leaf'), ('spine', 'Spine'), ('core', 'Core'), ('management', 'Management'), ('oob', 'Out-of-band')], default='leaf', max_length=16)),
-                ('status', models.CharField(choices=[('planned', 'Planned'), ('active', 'Active'), ('maintenance', 'Maintenance'), ('failed', 'Failed'), ('decommissioned', 'Decommissioned')], default='active', max_length=16)),
-                ('rail', models.PositiveSmallIntegerField(blank=True, help_text='Rail this leaf serves.', null=True)),
-                ('scalable_unit', models.PositiveSmallIntegerField(blank=True, null=True)),
-                ('position', models.PositiveSmallIntegerField(blank=True, null=True)),
-                ('face', models.CharField(choices=[('front', 'Front'), ('rear', 'Rear')], default='front', max_length=8)),
-                ('u_height', models.PositiveSmallIntegerField(default=1)),
-                ('snmp_credential_ref', models.CharField(blank=True, help_text='Name of a credential, not a secret.', max_length=100)),
-                ('cli_credential_ref', models.CharField(blank=True, max_length=100)),
-                ('fabric', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='switches', to='cmdb.fabric')),
-                ('rack', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='switches', to='cmdb.rack')),
-                ('site', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='switches', to='cmdb.site')),
-                ('tags', models.ManyToManyField(blank=True, related_name='switches', to='cmdb.tag')),
-                ('vendor', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='switches', to='cmdb.vendor')),
-            ],
-            options={
-                'verbose_name_plural': 'switches',
-                'ordering': ['name'],
-            },
-        ),
-        migrations.CreateModel(
-            name='RackUnit',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('face', models.CharField(choices=[('front', 'Front'), ('rear', 'Rear')], max_length=8)),
-                ('unit', models.PositiveSmallIntegerField()),
-                ('node', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='cmdb.node')),
-                ('rack', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='units', to='cmdb.rack')),
-                ('switch', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='cmdb.switch')),
-            ],
-        ),
-        migrations.CreateModel(
-            name='SwitchPort',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('version', models.PositiveIntegerField(default=1, editable=False)),
-                ('name', models.CharField(max_length=64)),
-                ('description', models.CharField(blank=True, max_length=200)),
-                ('speed_mbps', models.PositiveIntegerField(blank=True, null=True)),
-                ('admin_state', models.CharField(choices=[('up', 'Up'), ('down', 'Down'), ('unknown', 'Unknown')], default='unknown', max_length=16)),
-                ('oper_state', models.CharField(choices=[('up', 'Up'), ('down', 'Down'), ('unknown', 'Unknown')], default='unknown', max_length=16)),
-                ('mac', models.CharField(blank=True, max_length=17)),
-                ('guid', models.CharField(blank=True, db_index=True, max_length=32)),
-                ('mtu', models.PositiveIntegerField(blank=True, null=True)),
-                ('switch', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='ports', to='cmdb.switch')),
-            ],
-            options={
-                'ordering': ['switch_id', 'name'],
-            },
-        ),
-        migrations.CreateModel(
-            name='Link',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('version', models.PositiveIntegerField(default=1, editable=False)),
-                ('cable_type', models.CharField(choices=[('dac', 'DAC (copper)'), ('aoc', 'AOC'), ('fiber', 'Fiber + optics'), ('cat6', 'Cat6')], default='dac', max_length=16)),
-                ('length_m', models.DecimalField(blank=True, decimal_places=2, max_digits=6, null=True)),
-                ('cable_serial', models.CharField(blank=True, max_length=100)),
-                ('status', models.CharField(choices=[('planned', 'Planned'), ('connected', 'Connected (verified)'), ('mismatch', 'Mismatch')], db_index=True, default='planned', max_length=16)),
-                ('fabric', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='links', to='cmdb.fabric')),
-                ('a_nic_port', models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='link', to='cmdb.nicport')),
-                ('a_switch_port', models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='link_as_a', to='cmdb.switchport')),
-                ('b_switch_port', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='link_as_b', to='cmdb.switchport')),
-            ],
-            options={
-                'ordering': ['id'],
+                "ordering": ["hostname"],
             },
         ),
         migrations.AddField(
-            model_name='node',
-            name='tags',
-            field=models.ManyToManyField(blank=True, related_name='nodes', to='cmdb.tag'),
-        ),
-        migrations.AddField(
-            model_name='node',
-            name='tenant',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='nodes', to='cmdb.tenant'),
-        ),
-        migrations.AddField(
-            model_name='partmodel',
-            name='vendor',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='part_models', to='cmdb.vendor'),
+            model_name="nic",
+            name="node",
+            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name="nics", to="cmdb.node"),
         ),
         migrations.CreateModel(
-            name='HealthPolicy',
+            name="InstalledSoftware",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(help_text='xid, ecc_uncorrectable, remap_failure, vendor_health, ...', max_length=32)),
-                ('code', models.CharField(blank=True, help_text='e.g. XID number; blank matches any code.', max_length=32)),
-                ('severity', models.CharField(choices=[('info', 'Info'), ('warning', 'Warning'), ('critical', 'Critical')], max_length=16)),
-                ('action', models.CharField(choices=[('monitor', 'Monitor'), ('reset', 'Reset the accelerator'), ('reboot', 'Reboot the node'), ('drain_repair', 'Drain and repair'), ('rma', 'RMA the card')], max_length=16)),
-                ('marks_failed', models.BooleanField(default=False, help_text='Sets the card to failed and opens a repair case.')),
-                ('description', models.CharField(blank=True, max_length=300)),
-                ('vendor', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='cmdb.vendor')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "component",
+                    models.CharField(
+                        choices=[
+                            ("nvidia-driver", "NVIDIA driver"),
+                            ("cuda", "CUDA toolkit"),
+                            ("fabric-manager", "NVIDIA Fabric Manager"),
+                            ("ofed", "MLNX/DOCA OFED"),
+                            ("ascend-driver", "Ascend driver"),
+                            ("ascend-firmware", "Ascend firmware"),
+                            ("cann", "CANN"),
+                            ("hygon-driver", "Hygon DCU driver"),
+                            ("dtk", "DTK"),
+                        ],
+                        max_length=32,
+                    ),
+                ),
+                ("version", models.CharField(max_length=64)),
+                (
+                    "package",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="installations",
+                        to="cmdb.driverpackage",
+                    ),
+                ),
+                (
+                    "node",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="installed_software", to="cmdb.node"
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'health policies',
-                'ordering': ['kind', 'code'],
+                "verbose_name_plural": "installed software",
+                "ordering": ["node_id", "component"],
+            },
+        ),
+        migrations.CreateModel(
+            name="HealthEvent",
+            fields=[
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("kind", models.CharField(max_length=32)),
+                ("code", models.CharField(blank=True, max_length=32)),
+                (
+                    "severity",
+                    models.CharField(
+                        choices=[("info", "Info"), ("warning", "Warning"), ("critical", "Critical")], max_length=16
+                    ),
+                ),
+                (
+                    "action",
+                    models.CharField(
+                        choices=[
+                            ("monitor", "Monitor"),
+                            ("reset", "Reset the accelerator"),
+                            ("reboot", "Reboot the node"),
+                            ("drain_repair", "Drain and repair"),
+                            ("rma", "RMA the card"),
+                        ],
+                        default="monitor",
+                        max_length=16,
+                    ),
+                ),
+                ("message", models.CharField(blank=True, max_length=500)),
+                ("dedup_key", models.CharField(max_length=200)),
+                ("count", models.PositiveIntegerField(default=1)),
+                ("first_seen_at", models.DateTimeField()),
+                ("last_seen_at", models.DateTimeField()),
+                ("resolved_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "accelerator",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="health_events",
+                        to="cmdb.accelerator",
+                    ),
+                ),
+                (
+                    "node",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="health_events", to="cmdb.node"
+                    ),
+                ),
+            ],
+            options={
+                "ordering": ["-last_seen_at"],
+            },
+        ),
+        migrations.CreateModel(
+            name="Component",
+            fields=[
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("version", models.PositiveIntegerField(default=1, editable=False)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("cpu", "CPU"),
+                            ("memory", "Memory module"),
+                            ("disk", "Disk"),
+                            ("psu", "Power supply"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("slot", models.CharField(help_text="Socket, DIMM slot, bay or PSU number.", max_length=64)),
+                ("vendor_name", models.CharField(blank=True, max_length=100)),
+                ("model_name", models.CharField(blank=True, max_length=200)),
+                ("serial", models.CharField(blank=True, max_length=100, null=True)),
+                (
+                    "capacity",
+                    models.CharField(blank=True, help_text="e.g. '64 GiB', '3.84 TB', '3000 W'.", max_length=64),
+                ),
+                ("firmware", models.CharField(blank=True, max_length=100)),
+                (
+                    "node",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="components", to="cmdb.node"
+                    ),
+                ),
+            ],
+            options={
+                "ordering": ["node_id", "kind", "slot"],
             },
         ),
         migrations.AddField(
-            model_name='acceleratormodel',
-            name='vendor',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='accelerator_models', to='cmdb.vendor'),
+            model_name="accelerator",
+            name="node",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="accelerators",
+                to="cmdb.node",
+            ),
+        ),
+        migrations.AddField(
+            model_name="rack",
+            name="room",
+            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name="racks", to="cmdb.room"),
         ),
         migrations.CreateModel(
-            name='ChangeRecord',
+            name="ServerModel",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('at', models.DateTimeField(db_index=True)),
-                ('object_id', models.PositiveBigIntegerField()),
-                ('object_repr', models.CharField(max_length=300)),
-                ('action', models.CharField(choices=[('create', 'Created'), ('update', 'Updated'), ('delete', 'Deleted')], max_length=8)),
-                ('changes', models.JSONField(default=dict)),
-                ('actor_repr', models.CharField(blank=True, max_length=150)),
-                ('source', models.CharField(choices=[('admin', 'Admin'), ('api', 'API'), ('ui', 'Ticket UI'), ('agent', 'Inventory agent'), ('workflow', 'Workflow'), ('import', 'Import'), ('integration', 'Integration'), ('cli', 'Command line'), ('system', 'System')], db_index=True, max_length=16)),
-                ('correlation_id', models.CharField(db_index=True, max_length=64)),
-                ('reason', models.CharField(blank=True, max_length=300)),
-                ('actor', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('content_type', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='contenttypes.contenttype')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("version", models.PositiveIntegerField(default=1, editable=False)),
+                ("name", models.CharField(max_length=100, unique=True)),
+                ("u_height", models.PositiveSmallIntegerField(default=1)),
+                ("power_draw_kw", models.DecimalField(decimal_places=2, default=0, max_digits=6)),
+                ("accelerator_slots", models.PositiveSmallIntegerField(default=0)),
+                (
+                    "accelerator_model",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="server_models",
+                        to="cmdb.acceleratormodel",
+                    ),
+                ),
+                (
+                    "vendor",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="server_models", to="cmdb.vendor"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-at', '-id'],
-                'indexes': [models.Index(fields=['content_type', 'object_id', '-at'], name='cmdb_change_content_b857bb_idx')],
+                "ordering": ["name"],
+            },
+        ),
+        migrations.AddField(
+            model_name="node",
+            name="server_model",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT, related_name="nodes", to="cmdb.servermodel"
+            ),
+        ),
+        migrations.AddField(
+            model_name="room",
+            name="site",
+            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name="rooms", to="cmdb.site"),
+        ),
+        migrations.AddField(
+            model_name="node",
+            name="site",
+            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name="nodes", to="cmdb.site"),
+        ),
+        migrations.CreateModel(
+            name="Fabric",
+            fields=[
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("version", models.PositiveIntegerField(default=1, editable=False)),
+                ("name", models.CharField(max_length=100, unique=True)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("infiniband", "InfiniBand"),
+                            ("roce", "RoCE v2"),
+                            ("ethernet", "Ethernet"),
+                            ("nvlink", "NVLink"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "purpose",
+                    models.CharField(
+                        choices=[
+                            ("compute", "Compute"),
+                            ("storage", "Storage"),
+                            ("management", "Management"),
+                            ("oob", "Out-of-band"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("is_rail_optimized", models.BooleanField(default=False)),
+                ("rail_count", models.PositiveSmallIntegerField(default=0)),
+                (
+                    "scalable_unit_size",
+                    models.PositiveSmallIntegerField(default=32, help_text="Nodes per scalable unit."),
+                ),
+                (
+                    "site",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="fabrics", to="cmdb.site"
+                    ),
+                ),
+            ],
+            options={
+                "ordering": ["name"],
+            },
+        ),
+        migrations.AddField(
+            model_name="cluster",
+            name="site",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT, related_name="clusters", to="cmdb.site"
+            ),
+        ),
+        migrations.AddField(
+            model_name="accelerator",
+            name="site",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="accelerators",
+                to="cmdb.site",
+            ),
+        ),
+        migrations.CreateModel(
+            name="StockLocation",
+            fields=[
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("version", models.PositiveIntegerField(default=1, editable=False)),
+                ("name", models.CharField(max_length=100)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[("warehouse", "Warehouse"), ("shelf", "Shelf"), ("bin", "Bin")],
+                        default="warehouse",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "parent",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="children",
+                        to="cmdb.stocklocation",
+                    ),
+                ),
+                (
+                    "site",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="stock_locations", to="cmdb.site"
+                    ),
+                ),
+            ],
+            options={
+                "ordering": ["site__code", "name"],
+            },
+        ),
+        migrations.CreateModel(
+            name="PartItem",
+            fields=[
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("version", models.PositiveIntegerField(default=1, editable=False)),
+                ("serial", models.CharField(max_length=100, unique=True)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("in_stock", "In stock"),
+                            ("installed", "Installed"),
+                            ("rma", "RMA"),
+                            ("scrapped", "Scrapped"),
+                        ],
+                        default="in_stock",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "node",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="part_items",
+                        to="cmdb.node",
+                    ),
+                ),
+                (
+                    "part_model",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="items", to="cmdb.partmodel"
+                    ),
+                ),
+                (
+                    "stock_location",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="part_items",
+                        to="cmdb.stocklocation",
+                    ),
+                ),
+            ],
+            options={
+                "ordering": ["serial"],
+            },
+        ),
+        migrations.CreateModel(
+            name="AcceleratorPlacement",
+            fields=[
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "serial",
+                    models.CharField(blank=True, help_text="The card's serial when it was placed.", max_length=100),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("node", "In a node"),
+                            ("stock", "In stock"),
+                            ("in_transit", "In transit"),
+                            ("at_vendor", "At vendor (RMA)"),
+                            ("scrapped", "Scrapped"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("node_hostname", models.CharField(blank=True, max_length=253)),
+                ("slot_index", models.PositiveSmallIntegerField(blank=True, null=True)),
+                ("note", models.CharField(blank=True, max_length=300)),
+                ("started_at", models.DateTimeField()),
+                ("ended_at", models.DateTimeField(blank=True, null=True)),
+                ("source", models.CharField(blank=True, max_length=16)),
+                ("correlation_id", models.CharField(blank=True, max_length=64)),
+                (
+                    "accelerator",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="placements", to="cmdb.accelerator"
+                    ),
+                ),
+                (
+                    "actor",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "node",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="cmdb.node",
+                    ),
+                ),
+                (
+                    "stock_location",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="cmdb.stocklocation",
+                    ),
+                ),
+            ],
+            options={
+                "ordering": ["accelerator_id", "started_at", "id"],
+            },
+        ),
+        migrations.AddField(
+            model_name="accelerator",
+            name="stock_location",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="accelerators",
+                to="cmdb.stocklocation",
+            ),
+        ),
+        migrations.CreateModel(
+            name="Switch",
+            fields=[
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("version", models.PositiveIntegerField(default=1, editable=False)),
+                ("name", models.CharField(max_length=253, unique=True)),
+                ("model_name", models.CharField(blank=True, max_length=100)),
+                ("os_name", models.CharField(blank=True, max_length=100)),
+                ("os_version", models.CharField(blank=True, max_length=100)),
+                (
+                    "platform",
+                    models.CharField(blank=True, help_text="netmiko device type, e.g. cisco_nxos.", max_length=32),
+                ),
+                ("mgmt_ip", models.GenericIPAddressField(blank=True, null=True, unique=True)),
+                ("serial", models.CharField(blank=True, max_length=100, null=True, unique=True)),
+                (
+                    "role",
+                    models.CharField(
+                        choices=[
+                            ("leaf", "Leaf"),
+                            ("spine", "Spine"),
+                            ("core", "Core"),
+                            ("management", "Management"),
+                            ("oob", "Out-of-band"),
+                        ],
+                        default="leaf",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("planned", "Planned"),
+                            ("active", "Active"),
+                            ("maintenance", "Maintenance"),
+                            ("failed", "Failed"),
+                            ("decommissioned", "Decommissioned"),
+                        ],
+                        default="active",
+                        max_length=16,
+                    ),
+                ),
+                ("rail", models.PositiveSmallIntegerField(blank=True, help_text="Rail this leaf serves.", null=True)),
+                ("scalable_unit", models.PositiveSmallIntegerField(blank=True, null=True)),
+                ("position", models.PositiveSmallIntegerField(blank=True, null=True)),
+                (
+                    "face",
+                    models.CharField(choices=[("front", "Front"), ("rear", "Rear")], default="front", max_length=8),
+                ),
+                ("u_height", models.PositiveSmallIntegerField(default=1)),
+                (
+                    "snmp_credential_ref",
+                    models.CharField(blank=True, help_text="Name of a credential, not a secret.", max_length=100),
+                ),
+                ("cli_credential_ref", models.CharField(blank=True, max_length=100)),
+                (
+                    "fabric",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="switches",
+                        to="cmdb.fabric",
+                    ),
+                ),
+                (
+                    "rack",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="switches",
+                        to="cmdb.rack",
+                    ),
+                ),
+                (
+                    "site",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="switches", to="cmdb.site"
+                    ),
+                ),
+                ("tags", models.ManyToManyField(blank=True, related_name="switches", to="cmdb.tag")),
+                (
+                    "vendor",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="switches", to="cmdb.vendor"
+                    ),
+                ),
+            ],
+            options={
+                "verbose_name_plural": "switches",
+                "ordering": ["name"],
+            },
+        ),
+        migrations.CreateModel(
+            name="RackUnit",
+            fields=[
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("face", models.CharField(choices=[("front", "Front"), ("rear", "Rear")], max_length=8)),
+                ("unit", models.PositiveSmallIntegerField()),
+                (
+                    "node",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="cmdb.node",
+                    ),
+                ),
+                (
+                    "rack",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="units", to="cmdb.rack"
+                    ),
+                ),
+                (
+                    "switch",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="cmdb.switch",
+                    ),
+                ),
+            ],
+        ),
+        migrations.CreateModel(
+            name="SwitchPort",
+            fields=[
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("version", models.PositiveIntegerField(default=1, editable=False)),
+                ("name", models.CharField(max_length=64)),
+                ("description", models.CharField(blank=True, max_length=200)),
+                ("speed_mbps", models.PositiveIntegerField(blank=True, null=True)),
+                (
+                    "admin_state",
+                    models.CharField(
+                        choices=[("up", "Up"), ("down", "Down"), ("unknown", "Unknown")],
+                        default="unknown",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "oper_state",
+                    models.CharField(
+                        choices=[("up", "Up"), ("down", "Down"), ("unknown", "Unknown")],
+                        default="unknown",
+                        max_length=16,
+                    ),
+                ),
+                ("mac", models.CharField(blank=True, max_length=17)),
+                ("guid", models.CharField(blank=True, db_index=True, max_length=32)),
+                ("mtu", models.PositiveIntegerField(blank=True, null=True)),
+                (
+                    "switch",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="ports", to="cmdb.switch"
+                    ),
+                ),
+            ],
+            options={
+                "ordering": ["switch_id", "name"],
+            },
+        ),
+        migrations.CreateModel(
+            name="Link",
+            fields=[
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("version", models.PositiveIntegerField(default=1, editable=False)),
+                (
+                    "cable_type",
+                    models.CharField(
+                        choices=[
+                            ("dac", "DAC (copper)"),
+                            ("aoc", "AOC"),
+                            ("fiber", "Fiber + optics"),
+                            ("cat6", "Cat6"),
+                        ],
+                        default="dac",
+                        max_length=16,
+                    ),
+                ),
+                ("length_m", models.DecimalField(blank=True, decimal_places=2, max_digits=6, null=True)),
+                ("cable_serial", models.CharField(blank=True, max_length=100)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("planned", "Planned"),
+                            ("connected", "Connected (verified)"),
+                            ("mismatch", "Mismatch"),
+                        ],
+                        db_index=True,
+                        default="planned",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "fabric",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="links", to="cmdb.fabric"
+                    ),
+                ),
+                (
+                    "a_nic_port",
+                    models.OneToOneField(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="link",
+                        to="cmdb.nicport",
+                    ),
+                ),
+                (
+                    "a_switch_port",
+                    models.OneToOneField(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="link_as_a",
+                        to="cmdb.switchport",
+                    ),
+                ),
+                (
+                    "b_switch_port",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="link_as_b", to="cmdb.switchport"
+                    ),
+                ),
+            ],
+            options={
+                "ordering": ["id"],
+            },
+        ),
+        migrations.AddField(
+            model_name="node",
+            name="tags",
+            field=models.ManyToManyField(blank=True, related_name="nodes", to="cmdb.tag"),
+        ),
+        migrations.AddField(
+            model_name="node",
+            name="tenant",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="nodes",
+                to="cmdb.tenant",
+            ),
+        ),
+        migrations.AddField(
+            model_name="partmodel",
+            name="vendor",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="part_models",
+                to="cmdb.vendor",
+            ),
+        ),
+        migrations.CreateModel(
+            name="HealthPolicy",
+            fields=[
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "kind",
+                    models.CharField(
+                        help_text="xid, ecc_uncorrectable, remap_failure, vendor_health, ...", max_length=32
+                    ),
+                ),
+                (
+                    "code",
+                    models.CharField(blank=True, help_text="e.g. XID number; blank matches any code.", max_length=32),
+                ),
+                (
+                    "severity",
+                    models.CharField(
+                        choices=[("info", "Info"), ("warning", "Warning"), ("critical", "Critical")], max_length=16
+                    ),
+                ),
+                (
+                    "action",
+                    models.CharField(
+                        choices=[
+                            ("monitor", "Monitor"),
+                            ("reset", "Reset the accelerator"),
+                            ("reboot", "Reboot the node"),
+                            ("drain_repair", "Drain and repair"),
+                            ("rma", "RMA the card"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "marks_failed",
+                    models.BooleanField(default=False, help_text="Sets the card to failed and opens a repair case."),
+                ),
+                ("description", models.CharField(blank=True, max_length=300)),
+                (
+                    "vendor",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="cmdb.vendor",
+                    ),
+                ),
+            ],
+            options={
+                "verbose_name_plural": "health policies",
+                "ordering": ["kind", "code"],
+            },
+        ),
+        migrations.AddField(
+            model_name="acceleratormodel",
+            name="vendor",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT, related_name="accelerator_models", to="cmdb.vendor"
+            ),
+        ),
+        migrations.CreateModel(
+            name="ChangeRecord",
+            fields=[
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("at", models.DateTimeField(db_index=True)),
+                ("object_id", models.PositiveBigIntegerField()),
+                ("object_repr", models.CharField(max_length=300)),
+                (
+                    "action",
+                    models.CharField(
+                        choices=[("create", "Created"), ("update", "Updated"), ("delete", "Deleted")], max_length=8
+                    ),
+                ),
+                ("changes", models.JSONField(default=dict)),
+                ("actor_repr", models.CharField(blank=True, max_length=150)),
+                (
+                    "source",
+                    models.CharField(
+                        choices=[
+                            ("admin", "Admin"),
+                            ("api", "API"),
+                            ("ui", "Ticket UI"),
+                            ("agent", "Inventory agent"),
+                            ("workflow", "Workflow"),
+                            ("import", "Import"),
+                            ("integration", "Integration"),
+                            ("cli", "Command line"),
+                            ("system", "System"),
+                        ],
+                        db_index=True,
+                        max_length=16,
+                    ),
+                ),
+                ("correlation_id", models.CharField(db_index=True, max_length=64)),
+                ("reason", models.CharField(blank=True, max_length=300)),
+                (
+                    "actor",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "content_type",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to="contenttypes.contenttype"
+                    ),
+                ),
+            ],
+            options={
+                "ordering": ["-at", "-id"],
+                "indexes": [
+                    models.Index(fields=["content_type", "object_id", "-at"], name="cmdb_change_content_b857bb_idx")
+                ],
             },
         ),
         migrations.AddConstraint(
-            model_name='nicport',
-            constraint=models.UniqueConstraint(fields=('nic', 'name'), name='nicport_unique_name_per_nic'),
+            model_name="nicport",
+            constraint=models.UniqueConstraint(fields=("nic", "name"), name="nicport_unique_name_per_nic"),
         ),
         migrations.AddConstraint(
-            model_name='nic',
-            constraint=models.UniqueConstraint(fields=('node', 'name'), name='nic_unique_name_per_node'),
+            model_name="nic",
+            constraint=models.UniqueConstraint(fields=("node", "name"), name="nic_unique_name_per_node"),
         ),
         migrations.AddIndex(
-            model_name='installedsoftware',
-            index=models.Index(fields=['component', 'version'], name='cmdb_instal_compone_738acc_idx'),
+            model_name="installedsoftware",
+            index=models.Index(fields=["component", "version"], name="cmdb_instal_compone_738acc_idx"),
         ),
         migrations.AddConstraint(
-            model_name='installedsoftware',
-            constraint=models.UniqueConstraint(fields=('node', 'component'), name='installed_one_per_component'),
+            model_name="installedsoftware",
+            constraint=models.UniqueConstraint(fields=("node", "component"), name="installed_one_per_component"),
         ),
         migrations.AddIndex(
-            model_name='healthevent',
-            index=models.Index(fields=['node', '-last_seen_at'], name='cmdb_health_node_id_bb17f6_idx'),
+            model_name="healthevent",
+            index=models.Index(fields=["node", "-last_seen_at"], name="cmdb_health_node_id_bb17f6_idx"),
         ),
         migrations.AddConstraint(
-            model_name='healthevent',
-            constraint=models.UniqueConstraint(condition=models.Q(('resolved_at__isnull', True)), fields=('dedup_key',), name='healthevent_one_open_per_key'),
+            model_name="healthevent",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("resolved_at__isnull", True)),
+                fields=("dedup_key",),
+                name="healthevent_one_open_per_key",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='component',
-            constraint=models.UniqueConstraint(fields=('node', 'kind', 'slot'), name='component_unique_slot'),
+            model_name="component",
+            constraint=models.UniqueConstraint(fields=("node", "kind", "slot"), name="component_unique_slot"),
         ),
         migrations.AddConstraint(
-            model_name='rack',
-            constraint=models.UniqueConstraint(fields=('room', 'name'), name='rack_unique_name_per_room'),
+            model_name="rack",
+            constraint=models.UniqueConstraint(fields=("room", "name"), name="rack_unique_name_per_room"),
         ),
         migrations.AddConstraint(
-            model_name='rack',
-            constraint=models.CheckConstraint(condition=models.Q(('u_height__gte', 1)), name='rack_u_height_positive'),
+            model_name="rack",
+            constraint=models.CheckConstraint(condition=models.Q(("u_height__gte", 1)), name="rack_u_height_positive"),
         ),
         migrations.AddConstraint(
-            model_name='room',
-            constraint=models.UniqueConstraint(fields=('site', 'name'), name='room_unique_name_per_site'),
+            model_name="room",
+            constraint=models.UniqueConstraint(fields=("site", "name"), name="room_unique_name_per_site"),
         ),
         migrations.AddConstraint(
-            model_name='stocklocation',
-            constraint=models.UniqueConstraint(fields=('site', 'name'), name='stocklocation_unique_name_per_site'),
+            model_name="stocklocation",
+            constraint=models.UniqueConstraint(fields=("site", "name"), name="stocklocation_unique_name_per_site"),
         ),
         migrations.AddConstraint(
-            model_name='partitem',
-            constraint=models.CheckConstraint(condition=models.Q(('node__isnull', False), ('stock_location__isnull', False), _negated=True), name='partitem_stock_or_node'),
+            model_name="partitem",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("node__isnull", False), ("stock_location__isnull", False), _negated=True),
+                name="partitem_stock_or_node",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='acceleratorplacement',
-            constraint=models.UniqueConstraint(condition=models.Q(('ended_at__isnull', True)), fields=('accelerator',), name='placement_one_open'),
+            model_name="acceleratorplacement",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("ended_at__isnull", True)), fields=("accelerator",), name="placement_one_open"
+            ),
         ),
         migrations.AddIndex(
-            model_name='accelerator',
-            index=models.Index(fields=['site', 'health'], name='cmdb_accele_site_id_6d4a81_idx'),
+            model_name="accelerator",
+            index=models.Index(fields=["site", "health"], name="cmdb_accele_site_id_6d4a81_idx"),
         ),
         migrations.AddIndex(
-            model_name='accelerator',
-            index=models.Index(fields=['model', 'health'], name='cmdb_accele_model_i_7d4beb_idx'),
+            model_name="accelerator",
+            index=models.Index(fields=["model", "health"], name="cmdb_accele_model_i_7d4beb_idx"),
         ),
         migrations.AddIndex(
-            model_name='accelerator',
-            index=models.Index(fields=['node', 'slot_index'], name='cmdb_accele_node_id_14bdcc_idx'),
+            model_name="accelerator",
+            index=models.Index(fields=["node", "slot_index"], name="cmdb_accele_node_id_14bdcc_idx"),
         ),
         migrations.AddConstraint(
-            model_name='accelerator',
-            constraint=models.CheckConstraint(condition=models.Q(('node__isnull', False), ('stock_location__isnull', False), _negated=True), name='accelerator_node_or_stock'),
+            model_name="accelerator",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("node__isnull", False), ("stock_location__isnull", False), _negated=True),
+                name="accelerator_node_or_stock",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='accelerator',
-            constraint=models.CheckConstraint(condition=models.Q(('lifecycle', 'installed'), ('node__isnull', True), _negated=True), name='accelerator_installed_has_node'),
+            model_name="accelerator",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("lifecycle", "installed"), ("node__isnull", True), _negated=True),
+                name="accelerator_installed_has_node",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='accelerator',
-            constraint=models.CheckConstraint(condition=models.Q(('lifecycle', 'in_stock'), ('stock_location__isnull', True), _negated=True), name='accelerator_in_stock_has_location'),
+            model_name="accelerator",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("lifecycle", "in_stock"), ("stock_location__isnull", True), _negated=True),
+                name="accelerator_in_stock_has_location",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='accelerator',
-            constraint=models.UniqueConstraint(condition=models.Q(('node__isnull', False), ('slot_index__isnull', False)), fields=('node', 'slot_index'), name='accelerator_one_per_slot'),
+            model_name="accelerator",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("node__isnull", False), ("slot_index__isnull", False)),
+                fields=("node", "slot_index"),
+                name="accelerator_one_per_slot",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='rackunit',
-            constraint=models.UniqueConstraint(fields=('rack', 'face', 'unit'), name='rackunit_no_overlap'),
+            model_name="rackunit",
+            constraint=models.UniqueConstraint(fields=("rack", "face", "unit"), name="rackunit_no_overlap"),
         ),
         migrations.AddConstraint(
-            model_name='rackunit',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('node__isnull', False), ('switch__isnull', True)), models.Q(('node__isnull', True), ('switch__isnull', False)), _connector='OR'), name='rackunit_one_occupant'),
+            model_name="rackunit",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("node__isnull", False), ("switch__isnull", True)),
+                    models.Q(("node__isnull", True), ("switch__isnull", False)),
+                    _connector="OR",
+                ),
+                name="rackunit_one_occupant",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='switchport',
-            constraint=models.UniqueConstraint(fields=('switch', 'name'), name='switchport_unique_name'),
+            model_name="switchport",
+            constraint=models.UniqueConstraint(fields=("switch", "name"), name="switchport_unique_name"),
         ),
         migrations.AddConstraint(
-            model_name='link',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('a_nic_port__isnull', False), ('a_switch_port__isnull', True)), models.Q(('a_nic_port__isnull', True), ('a_switch_port__isnull', False)), _connector='OR'), name='link_one_a_side'),
+            model_name="link",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("a_nic_port__isnull", False), ("a_switch_port__isnull", True)),
+                    models.Q(("a_nic_port__isnull", True), ("a_switch_port__isnull", False)),
+                    _connector="OR",
+                ),
+                name="link_one_a_side",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='link',
-            constraint=models.CheckConstraint(condition=models.Q(('a_switch_port', models.F('b_switch_port')), _negated=True), name='link_not_loop'),
+            model_name="link",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("a_switch_port", models.F("b_switch_port")), _negated=True), name="link_not_loop"
+            ),
         ),
         migrations.AddIndex(
-            model_name='node',
-            index=models.Index(fields=['site', 'status'], name='cmdb_node_site_id_730064_idx'),
+            model_name="node",
+            index=models.Index(fields=["site", "status"], name="cmdb_node_site_id_730064_idx"),
         ),
         migrations.AddIndex(
-            model_name='node',
-            index=models.Index(fields=['cluster', 'status'], name='cmdb_node_cluster_0e0a49_idx'),
+            model_name="node",
+            index=models.Index(fields=["cluster", "status"], name="cmdb_node_cluster_0e0a49_idx"),
         ),
         migrations.AddConstraint(
-            model_name='node',
-            constraint=models.CheckConstraint(condition=models.Q(('is_cordoned', False), models.Q(('cordon_reason', ''), _negated=True), _connector='OR'), name='node_cordon_needs_reason'),
+            model_name="node",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("is_cordoned", False), models.Q(("cordon_reason", ""), _negated=True), _connector="OR"
+                ),
+                name="node_cordon_needs_reason",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='node',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('position__isnull', True), ('rack__isnull', True)), ('rack__isnull', False), _connector='OR'), name='node_position_needs_rack'),
+            model_name="node",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("position__isnull", True), ("rack__isnull", True)),
+                    ("rack__isnull", False),
+                    _connector="OR",
+                ),
+                name="node_position_needs_rack",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='healthpolicy',
-            constraint=models.UniqueConstraint(condition=models.Q(('vendor__isnull', False)), fields=('vendor', 'kind', 'code'), name='healthpolicy_unique_vendor'),
+            model_name="healthpolicy",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("vendor__isnull", False)),
+                fields=("vendor", "kind", "code"),
+                name="healthpolicy_unique_vendor",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='healthpolicy',
-            constraint=models.UniqueConstraint(condition=models.Q(('vendor__isnull', True)), fields=('kind', 'code'), name='healthpolicy_unique_any_vendor'),
+            model_name="healthpolicy",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("vendor__isnull", True)),
+                fields=("kind", "code"),
+                name="healthpolicy_unique_any_vendor",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='driverpackage',
-            constraint=models.UniqueConstraint(fields=('component', 'version'), name='driverpackage_unique_version'),
+            model_name="driverpackage",
+            constraint=models.UniqueConstraint(fields=("component", "version"), name="driverpackage_unique_version"),
         ),
     ]

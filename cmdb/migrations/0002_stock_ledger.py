@@ -6,54 +6,183 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('cmdb', '0001_initial'),
+        ("cmdb", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='StockMovement',
+            name="StockMovement",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('at', models.DateTimeField(db_index=True)),
-                ('kind', models.CharField(choices=[('receive', 'Receive'), ('reserve', 'Reserve'), ('release', 'Release reservation'), ('issue', 'Issue to a node'), ('return', 'Return to stock'), ('rma_out', 'RMA out to vendor'), ('rma_back', 'RMA back from vendor'), ('scrap', 'Scrap'), ('transfer', 'Transfer between sites'), ('adjust', 'Stock-take adjustment')], max_length=16)),
-                ('quantity', models.IntegerField(default=1, help_text='Signed change of on-hand stock at `location`.')),
-                ('reason', models.CharField(blank=True, max_length=300)),
-                ('ticket_ref', models.CharField(blank=True, db_index=True, max_length=64)),
-                ('correlation_id', models.CharField(blank=True, max_length=64)),
-                ('idempotency_key', models.CharField(blank=True, max_length=128, null=True, unique=True)),
-                ('accelerator', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='movements', to='cmdb.accelerator')),
-                ('accelerator_model', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='movements', to='cmdb.acceleratormodel')),
-                ('actor', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('location', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='movements', to='cmdb.stocklocation')),
-                ('node', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='cmdb.node')),
-                ('part_item', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='movements', to='cmdb.partitem')),
-                ('part_model', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='movements', to='cmdb.partmodel')),
-                ('to_location', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='cmdb.stocklocation')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("at", models.DateTimeField(db_index=True)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("receive", "Receive"),
+                            ("reserve", "Reserve"),
+                            ("release", "Release reservation"),
+                            ("issue", "Issue to a node"),
+                            ("return", "Return to stock"),
+                            ("rma_out", "RMA out to vendor"),
+                            ("rma_back", "RMA back from vendor"),
+                            ("scrap", "Scrap"),
+                            ("transfer", "Transfer between sites"),
+                            ("adjust", "Stock-take adjustment"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("quantity", models.IntegerField(default=1, help_text="Signed change of on-hand stock at `location`.")),
+                ("reason", models.CharField(blank=True, max_length=300)),
+                ("ticket_ref", models.CharField(blank=True, db_index=True, max_length=64)),
+                ("correlation_id", models.CharField(blank=True, max_length=64)),
+                ("idempotency_key", models.CharField(blank=True, max_length=128, null=True, unique=True)),
+                (
+                    "accelerator",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="movements",
+                        to="cmdb.accelerator",
+                    ),
+                ),
+                (
+                    "accelerator_model",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="movements",
+                        to="cmdb.acceleratormodel",
+                    ),
+                ),
+                (
+                    "actor",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "location",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="movements",
+                        to="cmdb.stocklocation",
+                    ),
+                ),
+                (
+                    "node",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="cmdb.node",
+                    ),
+                ),
+                (
+                    "part_item",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="movements",
+                        to="cmdb.partitem",
+                    ),
+                ),
+                (
+                    "part_model",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="movements",
+                        to="cmdb.partmodel",
+                    ),
+                ),
+                (
+                    "to_location",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="cmdb.stocklocation",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-at', '-id'],
-                'indexes': [models.Index(fields=['location', 'accelerator_model'], name='cmdb_stockm_locatio_0468bc_idx'), models.Index(fields=['part_model', 'location'], name='cmdb_stockm_part_mo_8680b8_idx')],
+                "ordering": ["-at", "-id"],
+                "indexes": [
+                    models.Index(fields=["location", "accelerator_model"], name="cmdb_stockm_locatio_0468bc_idx"),
+                    models.Index(fields=["part_model", "location"], name="cmdb_stockm_part_mo_8680b8_idx"),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='StockReservation',
+            name="StockReservation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('status', models.CharField(choices=[('active', 'Active'), ('issued', 'Issued'), ('released', 'Released'), ('expired', 'Expired')], default='active', max_length=16)),
-                ('reserved_for', models.CharField(db_index=True, help_text="What holds it, e.g. 'ticket:42'.", max_length=64)),
-                ('reserved_at', models.DateTimeField()),
-                ('expires_at', models.DateTimeField()),
-                ('closed_at', models.DateTimeField(blank=True, null=True)),
-                ('accelerator', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='reservations', to='cmdb.accelerator')),
-                ('actor', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('site', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='cmdb.site')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("active", "Active"),
+                            ("issued", "Issued"),
+                            ("released", "Released"),
+                            ("expired", "Expired"),
+                        ],
+                        default="active",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "reserved_for",
+                    models.CharField(db_index=True, help_text="What holds it, e.g. 'ticket:42'.", max_length=64),
+                ),
+                ("reserved_at", models.DateTimeField()),
+                ("expires_at", models.DateTimeField()),
+                ("closed_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "accelerator",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="reservations", to="cmdb.accelerator"
+                    ),
+                ),
+                (
+                    "actor",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "site",
+                    models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name="+", to="cmdb.site"),
+                ),
             ],
             options={
-                'ordering': ['-reserved_at'],
-                'constraints': [models.UniqueConstraint(condition=models.Q(('status', 'active')), fields=('accelerator',), name='reservation_one_active_per_card')],
+                "ordering": ["-reserved_at"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        condition=models.Q(("status", "active")),
+                        fields=("accelerator",),
+                        name="reservation_one_active_per_card",
+                    )
+                ],
             },
         ),
     ]

@@ -109,13 +109,15 @@ class AcceleratorPlacement(models.Model):
     node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     node_hostname = models.CharField(max_length=253, blank=True)
     slot_index = models.PositiveSmallIntegerField(null=True, blank=True)
-    stock_location = models.ForeignKey(StockLocation, null=True, blank=True, on_delete=models.SET_NULL,
-                                       related_name="+")
+    stock_location = models.ForeignKey(
+        StockLocation, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     note = models.CharField(max_length=300, blank=True)
     started_at = models.DateTimeField()
     ended_at = models.DateTimeField(null=True, blank=True)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                              related_name="+")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     source = models.CharField(max_length=16, blank=True)
     correlation_id = models.CharField(max_length=64, blank=True)
 

@@ -41,10 +41,14 @@ class HealthPolicy(models.Model):
         ordering = ["kind", "code"]
         verbose_name_plural = "health policies"
         constraints = [
-            models.UniqueConstraint(fields=["vendor", "kind", "code"], condition=models.Q(vendor__isnull=False),
-                                    name="healthpolicy_unique_vendor"),
-            models.UniqueConstraint(fields=["kind", "code"], condition=models.Q(vendor__isnull=True),
-                                    name="healthpolicy_unique_any_vendor"),
+            models.UniqueConstraint(
+                fields=["vendor", "kind", "code"],
+                condition=models.Q(vendor__isnull=False),
+                name="healthpolicy_unique_vendor",
+            ),
+            models.UniqueConstraint(
+                fields=["kind", "code"], condition=models.Q(vendor__isnull=True), name="healthpolicy_unique_any_vendor"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -55,8 +59,9 @@ class HealthEvent(models.Model):
     """A health signal on a card (or node). Deduplicated: while open, a repeat bumps `count`/`last_seen_at`."""
 
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="health_events")
-    accelerator = models.ForeignKey(Accelerator, null=True, blank=True, on_delete=models.CASCADE,
-                                    related_name="health_events")
+    accelerator = models.ForeignKey(
+        Accelerator, null=True, blank=True, on_delete=models.CASCADE, related_name="health_events"
+    )
     kind = models.CharField(max_length=32)
     code = models.CharField(max_length=32, blank=True)
     severity = models.CharField(max_length=16, choices=Severity.choices)
@@ -71,8 +76,9 @@ class HealthEvent(models.Model):
     class Meta:
         ordering = ["-last_seen_at"]
         constraints = [
-            models.UniqueConstraint(fields=["dedup_key"], condition=models.Q(resolved_at__isnull=True),
-                                    name="healthevent_one_open_per_key")
+            models.UniqueConstraint(
+                fields=["dedup_key"], condition=models.Q(resolved_at__isnull=True), name="healthevent_one_open_per_key"
+            )
         ]
         indexes = [models.Index(fields=["node", "-last_seen_at"])]
 

@@ -25,8 +25,9 @@ class ChangeRecord(models.Model):
     object_repr = models.CharField(max_length=300)
     action = models.CharField(max_length=8, choices=ChangeAction.choices)
     changes = models.JSONField(default=dict)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                              related_name="+")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     actor_repr = models.CharField(max_length=150, blank=True)
     source = models.CharField(max_length=16, choices=ChangeSource.CHOICES, db_index=True)
     correlation_id = models.CharField(max_length=64, db_index=True)

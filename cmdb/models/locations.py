@@ -101,8 +101,10 @@ class RackUnit(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["rack", "face", "unit"], name="rackunit_no_overlap"),
             models.CheckConstraint(
-                condition=(models.Q(node__isnull=False, switch__isnull=True)
-                           | models.Q(node__isnull=True, switch__isnull=False)),
+                condition=(
+                    models.Q(node__isnull=False, switch__isnull=True)
+                    | models.Q(node__isnull=True, switch__isnull=False)
+                ),
                 name="rackunit_one_occupant",
             ),
         ]

@@ -99,8 +99,9 @@ class Switch(TrackedModel):
         if self.rack_id and self.site_id and self.rack.room.site_id != self.site_id:
             raise ValidationError({"rack": f"Rack {self.rack} is not in site {self.site}."})
         if self.rack_id and self.position:
-            msg = rack_overlap_errors(rack=self.rack, position=self.position, u_height=self.u_height,
-                                      face=self.face, switch_id=self.pk)
+            msg = rack_overlap_errors(
+                rack=self.rack, position=self.position, u_height=self.u_height, face=self.face, switch_id=self.pk
+            )
             if msg:
                 raise ValidationError({"position": msg})
 
@@ -160,8 +161,10 @@ class Link(TrackedModel):
         ordering = ["id"]
         constraints = [
             models.CheckConstraint(
-                condition=(models.Q(a_nic_port__isnull=False, a_switch_port__isnull=True)
-                           | models.Q(a_nic_port__isnull=True, a_switch_port__isnull=False)),
+                condition=(
+                    models.Q(a_nic_port__isnull=False, a_switch_port__isnull=True)
+                    | models.Q(a_nic_port__isnull=True, a_switch_port__isnull=False)
+                ),
                 name="link_one_a_side",
             ),
             models.CheckConstraint(condition=~models.Q(a_switch_port=models.F("b_switch_port")), name="link_not_loop"),

@@ -128,7 +128,10 @@ class Node(TrackedModel):
             errors["rack"] = f"Rack {self.rack} is not in site {self.site}."
         if self.rack_id and self.position and self.server_model_id:
             msg = rack_overlap_errors(
-                rack=self.rack, position=self.position, u_height=self.server_model.u_height, face=self.face,
+                rack=self.rack,
+                position=self.position,
+                u_height=self.server_model.u_height,
+                face=self.face,
                 node_id=self.pk,
             )
             if msg:

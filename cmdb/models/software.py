@@ -27,8 +27,9 @@ class DriverPackage(TrackedModel):
     vendor = models.ForeignKey(Vendor, on_delete=models.PROTECT, related_name="driver_packages")
     component = models.CharField(max_length=32, choices=DriverComponent.choices)
     version = models.CharField(max_length=64)
-    supported_models = models.ManyToManyField(AcceleratorModel, blank=True, related_name="driver_packages",
-                                              help_text="Compatibility matrix.")
+    supported_models = models.ManyToManyField(
+        AcceleratorModel, blank=True, related_name="driver_packages", help_text="Compatibility matrix."
+    )
     requires_reboot = models.BooleanField(default=False)
     install_command = models.CharField(max_length=500, blank=True, help_text="Template; {version} is replaced.")
     rollback_command = models.CharField(max_length=500, blank=True, help_text="Template; {previous_version}.")
@@ -37,9 +38,7 @@ class DriverPackage(TrackedModel):
 
     class Meta:
         ordering = ["component", "version"]
-        constraints = [
-            models.UniqueConstraint(fields=["component", "version"], name="driverpackage_unique_version")
-        ]
+        constraints = [models.UniqueConstraint(fields=["component", "version"], name="driverpackage_unique_version")]
 
     def __str__(self) -> str:
         return f"{self.component} {self.version}"
@@ -51,8 +50,9 @@ class InstalledSoftware(TrackedModel):
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="installed_software")
     component = models.CharField(max_length=32, choices=DriverComponent.choices)
     version = models.CharField(max_length=64)
-    package = models.ForeignKey(DriverPackage, null=True, blank=True, on_delete=models.SET_NULL,
-                                related_name="installations")
+    package = models.ForeignKey(
+        DriverPackage, null=True, blank=True, on_delete=models.SET_NULL, related_name="installations"
+    )
 
     class Meta:
         ordering = ["node_id", "component"]

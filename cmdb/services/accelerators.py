@@ -80,9 +80,7 @@ def accelerator_place(
     if kind == PlacementKind.NODE:
         if node is None or slot_index is None:
             raise ValidationError({"node": "A node and a slot are needed to install a card."})
-        occupant = (
-            Accelerator.objects.filter(node=node, slot_index=slot_index).exclude(pk=card.pk).first()
-        )
+        occupant = Accelerator.objects.filter(node=node, slot_index=slot_index).exclude(pk=card.pk).first()
         if occupant is not None:
             raise ValidationError({"slot_index": f"Slot {slot_index} of {node} holds {occupant} already."})
         card.node, card.slot_index, card.stock_location, card.site_id = node, slot_index, None, node.site_id
@@ -103,8 +101,13 @@ def accelerator_place(
     return card
 
 
-def placements_write(*, close_ids: Iterable[int] = (), opened: Sequence[AcceleratorPlacement] = (), at=None,
-                     batch_size: int | None = None) -> None:
+def placements_write(
+    *,
+    close_ids: Iterable[int] = (),
+    opened: Sequence[AcceleratorPlacement] = (),
+    at=None,
+    batch_size: int | None = None,
+) -> None:
     """The one writer of placement history, for one card or a bulk path (API batches, imports, ingestion, the
     warehouse): close the open placement of the cards in `close_ids` at `at`, then open the `opened` rows (built
     with placement_build). Two statements whatever the count; the cards themselves are written by the caller.

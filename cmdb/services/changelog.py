@@ -104,16 +104,22 @@ def records_for_bulk(
     now = timezone.now()
     records: list[ChangeRecord] = []
     for obj in created:
-        records.append(record_build(obj=obj, action=ChangeAction.CREATE, changes=_diff(None, obj.snapshot()),
-                                    reason=reason, at=now))
+        records.append(
+            record_build(
+                obj=obj, action=ChangeAction.CREATE, changes=_diff(None, obj.snapshot()), reason=reason, at=now
+            )
+        )
     for before, obj in updated:
         after = obj.snapshot()
         changes = _diff({k: v for k, v in before.items() if k in after}, after)
         if changes:
             records.append(record_build(obj=obj, action=ChangeAction.UPDATE, changes=changes, reason=reason, at=now))
     for obj in deleted:
-        records.append(record_build(obj=obj, action=ChangeAction.DELETE, changes=_diff(obj.snapshot(), None),
-                                    reason=reason, at=now))
+        records.append(
+            record_build(
+                obj=obj, action=ChangeAction.DELETE, changes=_diff(obj.snapshot(), None), reason=reason, at=now
+            )
+        )
     return records
 
 
@@ -136,8 +142,9 @@ def changes_for(obj: models.Model):
 LIVENESS_FIELDS = frozenset({"last_seen_at", "last_used_at", "uses"})
 
 
-def tracked_update(queryset: QuerySet, *, reason: str = "", objs: Sequence[TrackedModel] | None = None,
-                   **values: Any) -> int:
+def tracked_update(
+    queryset: QuerySet, *, reason: str = "", objs: Sequence[TrackedModel] | None = None, **values: Any
+) -> int:
     """`queryset.update(**values)` for a tracked model, recorded: the rows' before-snapshots, one UPDATE (with
     `version + 1` and `updated_at` where the model has them), one INSERT of change records.
 
@@ -173,8 +180,14 @@ def tracked_update(queryset: QuerySet, *, reason: str = "", objs: Sequence[Track
     return count
 
 
-def tracked_bulk_update(updated: Sequence[tuple[dict[str, Any], TrackedModel]], fields: Sequence[str], *,
-                        reason: str = "", batch_size: int | None = None, record: bool = True) -> int:
+def tracked_bulk_update(
+    updated: Sequence[tuple[dict[str, Any], TrackedModel]],
+    fields: Sequence[str],
+    *,
+    reason: str = "",
+    batch_size: int | None = None,
+    record: bool = True,
+) -> int:
     """`bulk_update` of (before-snapshot, object) pairs of one tracked model, recorded in one INSERT.
 
     The version is bumped (and `updated_at` stamped) here unless `fields` names them (the caller did).

@@ -129,30 +129,53 @@ def _now() -> dt.datetime:
 
 def _catalog() -> None:
     for slug, name, accel, aliases in VENDORS:
-        m.Vendor.objects.get_or_create(slug=slug, defaults={"name": name, "makes_accelerators": accel,
-                                                             "health_aliases": aliases})
+        m.Vendor.objects.get_or_create(
+            slug=slug, defaults={"name": name, "makes_accelerators": accel, "health_aliases": aliases}
+        )
     vendors = {v.slug: v for v in m.Vendor.objects.all()}
     for vendor, name, mem, ic, tdp, ff, aliases in ACCEL_MODELS:
-        m.AcceleratorModel.objects.get_or_create(name=name, defaults={
-            "vendor": vendors[vendor], "memory_gib": mem, "interconnect": ic, "tdp_w": tdp, "form_factor": ff,
-            "aliases": aliases})
+        m.AcceleratorModel.objects.get_or_create(
+            name=name,
+            defaults={
+                "vendor": vendors[vendor],
+                "memory_gib": mem,
+                "interconnect": ic,
+                "tdp_w": tdp,
+                "form_factor": ff,
+                "aliases": aliases,
+            },
+        )
     models = {a.name: a for a in m.AcceleratorModel.objects.all()}
     for vendor, name, u, kw, accel, slots in SERVER_MODELS:
-        m.ServerModel.objects.get_or_create(name=name, defaults={
-            "vendor": vendors[vendor], "u_height": u, "power_draw_kw": Decimal(kw),
-            "accelerator_model": models[accel], "accelerator_slots": slots})
+        m.ServerModel.objects.get_or_create(
+            name=name,
+            defaults={
+                "vendor": vendors[vendor],
+                "u_height": u,
+                "power_draw_kw": Decimal(kw),
+                "accelerator_model": models[accel],
+                "accelerator_slots": slots,
+            },
+        )
     for vendor, component, version, reboot, supported in DRIVERS:
-        pkg, created = m.DriverPackage.objects.get_or_create(component=component, version=version, defaults={
-            "vendor": vendors[vendor], "requires_reboot": reboot,
-            "install_command": f"/opt/gpuops/bin/install-{component} {{version}}",
-            "rollback_command": f"/opt/gpuops/bin/install-{component} {{previous_version}}"})
+        pkg, created = m.DriverPackage.objects.get_or_create(
+            component=component,
+            version=version,
+            defaults={
+                "vendor": vendors[vendor],
+                "requires_reboot": reboot,
+                "install_command": f"/opt/gpuops/bin/install-{component} {{version}}",
+                "rollback_command": f"/opt/gpuops/bin/install-{component} {{previous_version}}",
+            },
+        )
         if created:
             pkg.supported_models.set([models[s] for s in supported])
-    for sku, name, kind in [("MCX75310AAS-NEAT", "ConnectX-7 NDR 400G HCA", "nic"),
-                            ("MMA4Z00-NS400", "NDR 400G OSFP transceiver", "optic"),
-                            ("MCP4Y10-N002", "NDR DAC 2 m", "cable")]:
-        m.PartModel.objects.get_or_create(sku=sku, defaults={"name": name, "kind": kind,
-                                                             "vendor": vendors["nvidia"]})
+    for sku, name, kind in [
+        ("MCX75310AAS-NEAT", "ConnectX-7 NDR 400G HCA", "nic"),
+        ("MMA4Z00-NS400", "NDR 400G OSFP transceiver", "optic"),
+        ("MCP4Y10-N002", "NDR DAC 2 m", "cable"),
+    ]:
+        m.PartModel.objects.get_or_create(sku=sku, defaults={"name": name, "kind": kind, "vendor": vendors["nvidia"]})
     _health_policies()
 
 
@@ -164,8 +187,15 @@ def _health_policies() -> None:
     nvidia = m.Vendor.objects.filter(slug="nvidia").first()
     if nvidia is not None:
         for kind, code, severity, action, fails, desc in _OLD_DEMO_NVIDIA_POLICIES:
-            m.HealthPolicy.objects.filter(vendor=nvidia, kind=kind, code=code, severity=severity, action=action,
-                                          marks_failed=fails, description=desc).delete()
+            m.HealthPolicy.objects.filter(
+                vendor=nvidia,
+                kind=kind,
+                code=code,
+                severity=severity,
+                action=action,
+                marks_failed=fails,
+                description=desc,
+            ).delete()
     health_policies_ensure()
 
 
@@ -190,28 +220,44 @@ _OLD_DEMO_NVIDIA_POLICIES = [
 
 
 def _site(spec: SiteSpec) -> m.Site:
-    site, _ = m.Site.objects.get_or_create(code=spec.code, defaults={
-        "name": spec.name, "region": spec.region, "timezone": spec.timezone})
+    site, _ = m.Site.objects.get_or_create(
+        code=spec.code, defaults={"name": spec.name, "region": spec.region, "timezone": spec.timezone}
+    )
     return site
 
 
 def _orgs(group: Group, site: m.Site) -> tuple[m.Cluster, m.Tenant]:
     kind = "kubernetes" if "ascend" in group.cluster or "dcu" in group.cluster else "slurm"
     cluster, _ = m.Cluster.objects.get_or_create(name=group.cluster, defaults={"site": site, "kind": kind})
-    tenant, _ = m.Tenant.objects.get_or_create(slug=group.tenant, defaults={
-        "name": group.tenant.replace("-", " ").title(), "kind": "customer" if "acme" in group.tenant else "team"})
+    tenant, _ = m.Tenant.objects.get_or_create(
+        slug=group.tenant,
+        defaults={
+            "name": group.tenant.replace("-", " ").title(),
+            "kind": "customer" if "acme" in group.tenant else "team",
+        },
+    )
     return cluster, tenant
 
 
 def _fabrics(site: m.Site, compute_name: str) -> m.Fabric:
     ib = "ib" in compute_name
-    compute, _ = m.Fabric.objects.get_or_create(name=compute_name, defaults={
-        "site": site, "kind": "infiniband" if ib else "roce", "purpose": "compute", "is_rail_optimized": True,
-        "rail_count": CARDS_PER_NODE, "scalable_unit_size": 32})
-    m.Fabric.objects.get_or_create(name=f"{site.code}-roce-storage", defaults={
-        "site": site, "kind": "roce", "purpose": "storage"})
-    m.Fabric.objects.get_or_create(name=f"{site.code}-mgmt", defaults={
-        "site": site, "kind": "ethernet", "purpose": "management"})
+    compute, _ = m.Fabric.objects.get_or_create(
+        name=compute_name,
+        defaults={
+            "site": site,
+            "kind": "infiniband" if ib else "roce",
+            "purpose": "compute",
+            "is_rail_optimized": True,
+            "rail_count": CARDS_PER_NODE,
+            "scalable_unit_size": 32,
+        },
+    )
+    m.Fabric.objects.get_or_create(
+        name=f"{site.code}-roce-storage", defaults={"site": site, "kind": "roce", "purpose": "storage"}
+    )
+    m.Fabric.objects.get_or_create(
+        name=f"{site.code}-mgmt", defaults={"site": site, "kind": "ethernet", "purpose": "management"}
+    )
     return compute
 
 
@@ -242,10 +288,21 @@ def _load_group(group: Group, spec: SiteSpec, progress: Progress, small: bool) -
 
     room, _ = m.Room.objects.get_or_create(site=site, name=f"hall-{group.prefix.split('-')[1]}")
     rack_count = -(-group.count // NODES_PER_RACK)
-    racks = _bulk(m.Rack, [
-        m.Rack(room=room, name=f"{group.prefix}-r{r + 1:03d}", row=f"row-{r // 10 + 1:02d}", u_height=48,
-               power_budget_kw=Decimal("45.00"), cooling="liquid" if vendor.slug == "nvidia" else "air")
-        for r in range(rack_count)], created)
+    racks = _bulk(
+        m.Rack,
+        [
+            m.Rack(
+                room=room,
+                name=f"{group.prefix}-r{r + 1:03d}",
+                row=f"row-{r // 10 + 1:02d}",
+                u_height=48,
+                power_budget_kw=Decimal("45.00"),
+                cooling="liquid" if vendor.slug == "nvidia" else "air",
+            )
+            for r in range(rack_count)
+        ],
+        created,
+    )
 
     net = ipaddress.ip_network(spec.net)
     existing_bmc = m.Node.objects.filter(site=site).count()
@@ -258,29 +315,56 @@ def _load_group(group: Group, spec: SiteSpec, progress: Progress, small: bool) -
         elif small and i == group.count - 2:
             status = "burn_in"
         racked = status != "received"
-        nodes.append(m.Node(
-            hostname=f"{group.prefix}-{i + 1:04d}", serial=f"{vendor.slug[:2].upper()}{group.prefix[-4:].upper()}"
-            f"{i + 1:06d}", asset_tag=f"AT-{spec.code.upper()}-{group.prefix[-4:].upper()}-{i + 1:05d}",
-            server_model=server_model, bmc_address=str(net[existing_bmc + i + 10]), status=status,
-            health="ok", role="compute", site=site, rack=rack if racked else None,
-            position=(1 + (i % NODES_PER_RACK) * server_model.u_height) if racked else None,
-            cluster=cluster if racked else None, tenant=tenant if racked else None,
-            os_name="Ubuntu 22.04.4 LTS" if vendor.slug == "nvidia" else "openEuler 22.03 LTS SP3",
-            kernel="5.15.0-119-generic" if vendor.slug == "nvidia" else "5.10.0-182.0.0.95.oe2203sp3.aarch64",
-            cpu_model="Intel Xeon Platinum 8480+" if vendor.slug == "nvidia" else (
-                "HiSilicon Kunpeng 920 7265" if vendor.slug == "ascend" else "Hygon C86 7390"),
-            cpu_count=2, memory_gib=2048 if vendor.slug == "nvidia" else 1536,
-            last_seen_at=now if racked else None, po_number=f"PO-2026-{group.prefix[-4:].upper()}",
-            supplier={"nvidia": "Supermicro", "ascend": "Huawei", "hygon": "Sugon"}[vendor.slug],
-            purchase_date=dt.date(2026, 3, 1), warranty_end=dt.date(2029, 3, 1)))
+        nodes.append(
+            m.Node(
+                hostname=f"{group.prefix}-{i + 1:04d}",
+                serial=f"{vendor.slug[:2].upper()}{group.prefix[-4:].upper()}{i + 1:06d}",
+                asset_tag=f"AT-{spec.code.upper()}-{group.prefix[-4:].upper()}-{i + 1:05d}",
+                server_model=server_model,
+                bmc_address=str(net[existing_bmc + i + 10]),
+                status=status,
+                health="ok",
+                role="compute",
+                site=site,
+                rack=rack if racked else None,
+                position=(1 + (i % NODES_PER_RACK) * server_model.u_height) if racked else None,
+                cluster=cluster if racked else None,
+                tenant=tenant if racked else None,
+                os_name="Ubuntu 22.04.4 LTS" if vendor.slug == "nvidia" else "openEuler 22.03 LTS SP3",
+                kernel="5.15.0-119-generic" if vendor.slug == "nvidia" else "5.10.0-182.0.0.95.oe2203sp3.aarch64",
+                cpu_model="Intel Xeon Platinum 8480+"
+                if vendor.slug == "nvidia"
+                else ("HiSilicon Kunpeng 920 7265" if vendor.slug == "ascend" else "Hygon C86 7390"),
+                cpu_count=2,
+                memory_gib=2048 if vendor.slug == "nvidia" else 1536,
+                last_seen_at=now if racked else None,
+                po_number=f"PO-2026-{group.prefix[-4:].upper()}",
+                supplier={"nvidia": "Supermicro", "ascend": "Huawei", "hygon": "Sugon"}[vendor.slug],
+                purchase_date=dt.date(2026, 3, 1),
+                warranty_end=dt.date(2029, 3, 1),
+            )
+        )
     nodes = _bulk(m.Node, nodes, created)
     progress("nodes", len(nodes))
-    m.RackUnit.objects.bulk_create([
-        m.RackUnit(rack_id=n.rack_id, face=n.face, unit=u, node=n)
-        for n in nodes if n.rack_id for u in range(n.position, n.position + server_model.u_height)], batch_size=5000)
-    _bulk(m.Component, [
-        m.Component(node=n, kind="cpu", slot=f"CPU{s}", model_name=n.cpu_model, vendor_name=n.cpu_model.split()[0])
-        for n in nodes for s in range(n.cpu_count)], created, batch=5000)
+    m.RackUnit.objects.bulk_create(
+        [
+            m.RackUnit(rack_id=n.rack_id, face=n.face, unit=u, node=n)
+            for n in nodes
+            if n.rack_id
+            for u in range(n.position, n.position + server_model.u_height)
+        ],
+        batch_size=5000,
+    )
+    _bulk(
+        m.Component,
+        [
+            m.Component(node=n, kind="cpu", slot=f"CPU{s}", model_name=n.cpu_model, vendor_name=n.cpu_model.split()[0])
+            for n in nodes
+            for s in range(n.cpu_count)
+        ],
+        created,
+        batch=5000,
+    )
 
     cards = []
     prefix = {"nvidia": "1654", "ascend": "1023", "hygon": "HG"}[vendor.slug]
@@ -288,30 +372,65 @@ def _load_group(group: Group, spec: SiteSpec, progress: Progress, small: bool) -
         for slot in range(CARDS_PER_NODE):
             serial = f"{prefix}{spec.code.upper()}{group.prefix[-4:].upper()}{n_i:05d}{slot}"
             bus = ["18", "2a", "3a", "5d", "9a", "ab", "ba", "db"][slot]
-            cards.append(m.Accelerator(
-                model=accel_model, serial=serial,
-                uuid=f"GPU-{uuid.uuid5(uuid.NAMESPACE_OID, serial)}" if vendor.slug == "nvidia" else None,
-                lifecycle="installed", health="ok", site=site, node=n, slot_index=slot,
-                pci_bus_id=f"0000:{bus}:00.0", firmware_version="96.00.74.00.01" if vendor.slug == "nvidia" else "",
-                driver_version=BASELINE[vendor.slug][0][1], last_seen_at=n.last_seen_at, po_number=n.po_number,
-                supplier=n.supplier, purchase_date=n.purchase_date, warranty_end=n.warranty_end))
+            cards.append(
+                m.Accelerator(
+                    model=accel_model,
+                    serial=serial,
+                    uuid=f"GPU-{uuid.uuid5(uuid.NAMESPACE_OID, serial)}" if vendor.slug == "nvidia" else None,
+                    lifecycle="installed",
+                    health="ok",
+                    site=site,
+                    node=n,
+                    slot_index=slot,
+                    pci_bus_id=f"0000:{bus}:00.0",
+                    firmware_version="96.00.74.00.01" if vendor.slug == "nvidia" else "",
+                    driver_version=BASELINE[vendor.slug][0][1],
+                    last_seen_at=n.last_seen_at,
+                    po_number=n.po_number,
+                    supplier=n.supplier,
+                    purchase_date=n.purchase_date,
+                    warranty_end=n.warranty_end,
+                )
+            )
     cards = _bulk(m.Accelerator, cards, created, batch=5000)
     progress("accelerators", len(cards))
     placements_write(opened=[placement_build(accelerator=c, note="demo fleet", at=now) for c in cards], batch_size=5000)
 
     # Spares at the site's warehouse: about 1.5% of the installed base, at least 4.
-    spares = _bulk(m.Accelerator, [
-        m.Accelerator(model=accel_model, serial=f"{prefix}{spec.code.upper()}{group.prefix[-4:].upper()}S{s:04d}",
-                      lifecycle="in_stock", health="ok", site=site, stock_location=warehouse,
-                      po_number=f"PO-2026-SPARE-{spec.code.upper()}", supplier=nodes[0].supplier)
-        for s in range(max(4, len(cards) * 15 // 1000))], created, batch=5000)
-    placements_write(opened=[placement_build(accelerator=c, note="demo spare", at=now) for c in spares],
-                     batch_size=5000)
+    spares = _bulk(
+        m.Accelerator,
+        [
+            m.Accelerator(
+                model=accel_model,
+                serial=f"{prefix}{spec.code.upper()}{group.prefix[-4:].upper()}S{s:04d}",
+                lifecycle="in_stock",
+                health="ok",
+                site=site,
+                stock_location=warehouse,
+                po_number=f"PO-2026-SPARE-{spec.code.upper()}",
+                supplier=nodes[0].supplier,
+            )
+            for s in range(max(4, len(cards) * 15 // 1000))
+        ],
+        created,
+        batch=5000,
+    )
+    placements_write(
+        opened=[placement_build(accelerator=c, note="demo spare", at=now) for c in spares], batch_size=5000
+    )
 
     packages = {(p.component, p.version): p for p in m.DriverPackage.objects.all()}
-    _bulk(m.InstalledSoftware, [
-        m.InstalledSoftware(node=n, component=c, version=v, package=packages.get((c, v)))
-        for n in nodes if n.status != "received" for c, v in BASELINE[vendor.slug]], created, batch=5000)
+    _bulk(
+        m.InstalledSoftware,
+        [
+            m.InstalledSoftware(node=n, component=c, version=v, package=packages.get((c, v)))
+            for n in nodes
+            if n.status != "received"
+            for c, v in BASELINE[vendor.slug]
+        ],
+        created,
+        batch=5000,
+    )
 
     _fabric_build(group, site, fabric, nodes, vendor, created)
     progress("links", 0)
@@ -323,62 +442,131 @@ def _load_group(group: Group, spec: SiteSpec, progress: Progress, small: bool) -
     if small:
         failed = [cards[3], cards[CARDS_PER_NODE * 5 + 6]]
         for card in failed:
-            card.health, card.health_detail, card.health_changed_at = "failed", "XID 79: GPU has fallen off the bus" \
-                if vendor.slug == "nvidia" else "Health Critical (error code 0x80E18401)", now
-            tracked_update(m.Accelerator.objects.filter(pk=card.pk), reason="demo data", health=card.health,
-                           health_detail=card.health_detail, health_changed_at=now)
+            card.health, card.health_detail, card.health_changed_at = (
+                "failed",
+                "XID 79: GPU has fallen off the bus"
+                if vendor.slug == "nvidia"
+                else "Health Critical (error code 0x80E18401)",
+                now,
+            )
+            tracked_update(
+                m.Accelerator.objects.filter(pk=card.pk),
+                reason="demo data",
+                health=card.health,
+                health_detail=card.health_detail,
+                health_changed_at=now,
+            )
             tracked_update(m.Node.objects.filter(pk=card.node_id), reason="demo data", health="failed")
             kind, code = ("xid", "79") if vendor.slug == "nvidia" else ("vendor_health", "critical")
             m.HealthEvent.objects.create(
-                node_id=card.node_id, accelerator=card, kind=kind, code=code, severity="critical",
-                action="drain_repair", message=card.health_detail, dedup_key=f"{card.pk}:{kind}:{code}",
-                first_seen_at=now, last_seen_at=now)
+                node_id=card.node_id,
+                accelerator=card,
+                kind=kind,
+                code=code,
+                severity="critical",
+                action="drain_repair",
+                message=card.health_detail,
+                dedup_key=f"{card.pk}:{kind}:{code}",
+                first_seen_at=now,
+                last_seen_at=now,
+            )
     return len(nodes)
 
 
-def _fabric_build(group: Group, site: m.Site, fabric: m.Fabric, nodes: list[m.Node], vendor: m.Vendor,
-                  created: list) -> None:
+def _fabric_build(
+    group: Group, site: m.Site, fabric: m.Fabric, nodes: list[m.Node], vendor: m.Vendor, created: list
+) -> None:
     """HCA i of every node in a scalable unit -> rail leaf i of that unit (rail-optimised), one cable each."""
     switch_vendor = m.Vendor.objects.get(slug="nvidia" if "ib" in fabric.name else "arista")
     su_size = fabric.scalable_unit_size
     su_count = -(-len(nodes) // su_size)
-    first_su = m.Switch.objects.filter(fabric=fabric).values_list("scalable_unit", flat=True).order_by(
-        "-scalable_unit").first()
+    first_su = (
+        m.Switch.objects.filter(fabric=fabric)
+        .values_list("scalable_unit", flat=True)
+        .order_by("-scalable_unit")
+        .first()
+    )
     first_su = (first_su or 0) + 1
     leaves = []
     for su in range(su_count):
         for rail in range(CARDS_PER_NODE):
-            leaves.append(m.Switch(
-                name=f"{fabric.name}-su{first_su + su:03d}-leaf{rail}", vendor=switch_vendor,
-                model_name="QM9700" if switch_vendor.slug == "nvidia" else "7060X5-64PE",
-                os_name="MLNX-OS" if switch_vendor.slug == "nvidia" else "EOS",
-                # netmiko device types: MLNX-OS (Onyx) on the Quantum IB leaves, EOS on the RoCE leaves.
-                platform="mellanox_mlnxos" if switch_vendor.slug == "nvidia" else "arista_eos",
-                role="leaf", fabric=fabric, rail=rail, scalable_unit=first_su + su, site=site))
+            leaves.append(
+                m.Switch(
+                    name=f"{fabric.name}-su{first_su + su:03d}-leaf{rail}",
+                    vendor=switch_vendor,
+                    model_name="QM9700" if switch_vendor.slug == "nvidia" else "7060X5-64PE",
+                    os_name="MLNX-OS" if switch_vendor.slug == "nvidia" else "EOS",
+                    # netmiko device types: MLNX-OS (Onyx) on the Quantum IB leaves, EOS on the RoCE leaves.
+                    platform="mellanox_mlnxos" if switch_vendor.slug == "nvidia" else "arista_eos",
+                    role="leaf",
+                    fabric=fabric,
+                    rail=rail,
+                    scalable_unit=first_su + su,
+                    site=site,
+                )
+            )
     leaves = _bulk(m.Switch, leaves, created)
-    ports = _bulk(m.SwitchPort, [
-        m.SwitchPort(switch=leaf, name=f"p{p}", speed_mbps=400000, admin_state="up", oper_state="up")
-        for leaf in leaves for p in range(1, su_size + 1)], created, batch=5000)
+    ports = _bulk(
+        m.SwitchPort,
+        [
+            m.SwitchPort(switch=leaf, name=f"p{p}", speed_mbps=400000, admin_state="up", oper_state="up")
+            for leaf in leaves
+            for p in range(1, su_size + 1)
+        ],
+        created,
+        batch=5000,
+    )
     port_by = {(p.switch_id, p.name): p for p in ports}
     nic_kind = "infiniband" if fabric.kind == "infiniband" else "roce"
-    nics = _bulk(m.Nic, [
-        m.Nic(node=n, name=f"mlx5_{rail}" if vendor.slug != "ascend" else f"hccn{rail}", kind=nic_kind,
-              model_name="ConnectX-7" if vendor.slug != "ascend" else "Ascend integrated RoCE", rail=rail,
-              node_guid=f"0x{n.pk:08x}{rail:04x}a0" if nic_kind == "infiniband" else "")
-        for n in nodes for rail in range(CARDS_PER_NODE)], created, batch=5000)
-    nports = _bulk(m.NicPort, [
-        m.NicPort(nic=nic, name="1", speed_mbps=400000 if vendor.slug != "ascend" else 200000, link_state="up",
-                  guid=f"0x{nic.node_id:08x}{nic.rail:04x}a1" if nic_kind == "infiniband" else "",
-                  mac="" if nic_kind == "infiniband" else
-                  f"b8:3f:d2:{(nic.node_id >> 8) & 0xff:02x}:{nic.node_id & 0xff:02x}:{nic.rail:02x}")
-        for nic in nics], created, batch=5000)
+    nics = _bulk(
+        m.Nic,
+        [
+            m.Nic(
+                node=n,
+                name=f"mlx5_{rail}" if vendor.slug != "ascend" else f"hccn{rail}",
+                kind=nic_kind,
+                model_name="ConnectX-7" if vendor.slug != "ascend" else "Ascend integrated RoCE",
+                rail=rail,
+                node_guid=f"0x{n.pk:08x}{rail:04x}a0" if nic_kind == "infiniband" else "",
+            )
+            for n in nodes
+            for rail in range(CARDS_PER_NODE)
+        ],
+        created,
+        batch=5000,
+    )
+    nports = _bulk(
+        m.NicPort,
+        [
+            m.NicPort(
+                nic=nic,
+                name="1",
+                speed_mbps=400000 if vendor.slug != "ascend" else 200000,
+                link_state="up",
+                guid=f"0x{nic.node_id:08x}{nic.rail:04x}a1" if nic_kind == "infiniband" else "",
+                mac=""
+                if nic_kind == "infiniband"
+                else f"b8:3f:d2:{(nic.node_id >> 8) & 0xFF:02x}:{nic.node_id & 0xFF:02x}:{nic.rail:02x}",
+            )
+            for nic in nics
+        ],
+        created,
+        batch=5000,
+    )
     links = []
     for idx, (nic, nport) in enumerate(zip(nics, nports, strict=True)):
         node_i = idx // CARDS_PER_NODE
         su, pos = divmod(node_i, su_size)
         leaf = leaves[su * CARDS_PER_NODE + nic.rail]
-        links.append(m.Link(fabric=fabric, a_nic_port=nport, b_switch_port=port_by[(leaf.pk, f"p{pos + 1}")],
-                            cable_type="aoc" if "ib" in fabric.name else "dac", status="connected"))
+        links.append(
+            m.Link(
+                fabric=fabric,
+                a_nic_port=nport,
+                b_switch_port=port_by[(leaf.pk, f"p{pos + 1}")],
+                cable_type="aoc" if "ib" in fabric.name else "dac",
+                status="connected",
+            )
+        )
     _bulk(m.Link, links, created, batch=5000)
 
 

@@ -41,12 +41,40 @@ from ..models import (
 from .accelerators import placement_build, placements_write
 
 NODE_COLUMNS = [
-    "hostname", "serial", "asset_tag", "server_model", "site", "rack", "position", "face", "status", "role",
-    "cluster", "tenant", "bmc_address", "po_number", "supplier", "purchase_date", "warranty_end", "tags",
+    "hostname",
+    "serial",
+    "asset_tag",
+    "server_model",
+    "site",
+    "rack",
+    "position",
+    "face",
+    "status",
+    "role",
+    "cluster",
+    "tenant",
+    "bmc_address",
+    "po_number",
+    "supplier",
+    "purchase_date",
+    "warranty_end",
+    "tags",
 ]
 ACCELERATOR_COLUMNS = [
-    "serial", "model", "uuid", "node", "slot_index", "pci_bus_id", "stock_location", "lifecycle", "health",
-    "firmware_version", "po_number", "supplier", "purchase_date", "warranty_end",
+    "serial",
+    "model",
+    "uuid",
+    "node",
+    "slot_index",
+    "pci_bus_id",
+    "stock_location",
+    "lifecycle",
+    "health",
+    "firmware_version",
+    "po_number",
+    "supplier",
+    "purchase_date",
+    "warranty_end",
 ]
 
 
@@ -313,8 +341,9 @@ def accelerators_import_csv(data: str | bytes, *, actor=None) -> ImportResult:
             if created or moved:
                 # Close the open placement (if any) and open the new one: the card keeps its whole story.
                 now = timezone.now()
-                placements_write(close_ids=[card.pk], opened=[placement_build(accelerator=card, note="imported",
-                                                                              at=now)], at=now)
+                placements_write(
+                    close_ids=[card.pk], opened=[placement_build(accelerator=card, note="imported", at=now)], at=now
+                )
             result.created += created
             result.updated += not created
     return result
@@ -335,13 +364,23 @@ def nodes_export_csv(queryset) -> str:
     return _export(
         (
             {
-                "hostname": n.hostname, "serial": n.serial, "asset_tag": n.asset_tag,
-                "server_model": n.server_model.name, "site": n.site.code,
-                "rack": f"{n.rack.room.name}/{n.rack.name}" if n.rack else "", "position": n.position,
-                "face": n.face, "status": n.status, "role": n.role,
-                "cluster": n.cluster.name if n.cluster else "", "tenant": n.tenant.slug if n.tenant else "",
-                "bmc_address": n.bmc_address, "po_number": n.po_number, "supplier": n.supplier,
-                "purchase_date": n.purchase_date, "warranty_end": n.warranty_end,
+                "hostname": n.hostname,
+                "serial": n.serial,
+                "asset_tag": n.asset_tag,
+                "server_model": n.server_model.name,
+                "site": n.site.code,
+                "rack": f"{n.rack.room.name}/{n.rack.name}" if n.rack else "",
+                "position": n.position,
+                "face": n.face,
+                "status": n.status,
+                "role": n.role,
+                "cluster": n.cluster.name if n.cluster else "",
+                "tenant": n.tenant.slug if n.tenant else "",
+                "bmc_address": n.bmc_address,
+                "po_number": n.po_number,
+                "supplier": n.supplier,
+                "purchase_date": n.purchase_date,
+                "warranty_end": n.warranty_end,
                 "tags": ";".join(t.slug for t in n.tags.all()),
             }
             for n in qs.iterator(chunk_size=2000)
@@ -355,11 +394,19 @@ def accelerators_export_csv(queryset) -> str:
     return _export(
         (
             {
-                "serial": a.serial, "model": a.model.name, "uuid": a.uuid,
-                "node": a.node.hostname if a.node else "", "slot_index": a.slot_index, "pci_bus_id": a.pci_bus_id,
+                "serial": a.serial,
+                "model": a.model.name,
+                "uuid": a.uuid,
+                "node": a.node.hostname if a.node else "",
+                "slot_index": a.slot_index,
+                "pci_bus_id": a.pci_bus_id,
                 "stock_location": f"{a.stock_location.site.code}:{a.stock_location.name}" if a.stock_location else "",
-                "lifecycle": a.lifecycle, "health": a.health, "firmware_version": a.firmware_version,
-                "po_number": a.po_number, "supplier": a.supplier, "purchase_date": a.purchase_date,
+                "lifecycle": a.lifecycle,
+                "health": a.health,
+                "firmware_version": a.firmware_version,
+                "po_number": a.po_number,
+                "supplier": a.supplier,
+                "purchase_date": a.purchase_date,
                 "warranty_end": a.warranty_end,
             }
             for a in qs.iterator(chunk_size=2000)

@@ -8,7 +8,12 @@ from ..models.locations import Rack, RackUnit
 
 
 def rack_overlap_errors(
-    *, rack: Rack, position: int, u_height: int, face: str, node_id: int | None = None,
+    *,
+    rack: Rack,
+    position: int,
+    u_height: int,
+    face: str,
+    node_id: int | None = None,
     switch_id: int | None = None,
 ) -> str:
     """A readable error if [position, position + u_height) does not fit the rack or overlaps another device
@@ -52,7 +57,11 @@ def rack_occupancy_set(*, device, u_height: int) -> None:
             with transaction.atomic():
                 RackUnit.objects.bulk_create(rows)
         except IntegrityError as exc:
-            msg = rack_overlap_errors(rack=device.rack, position=device.position, u_height=u_height,
-                                      face=device.face, **({"node_id": device.pk} if is_node else
-                                                           {"switch_id": device.pk}))
+            msg = rack_overlap_errors(
+                rack=device.rack,
+                position=device.position,
+                u_height=u_height,
+                face=device.face,
+                **({"node_id": device.pk} if is_node else {"switch_id": device.pk}),
+            )
             raise ValueError(msg or f"Rack position of {device} overlaps another device.") from exc

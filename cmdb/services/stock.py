@@ -37,15 +37,33 @@ class NoSpareError(Exception):
     """No compatible spare is free at the site."""
 
 
-def movement_record(*, kind: str, accelerator: Accelerator | None = None, location: StockLocation | None = None,
-                    quantity: int = 1, node: Node | None = None, reason: str = "", ticket_ref: str = "",
-                    idempotency_key: str | None = None, to_location: StockLocation | None = None) -> StockMovement:
+def movement_record(
+    *,
+    kind: str,
+    accelerator: Accelerator | None = None,
+    location: StockLocation | None = None,
+    quantity: int = 1,
+    node: Node | None = None,
+    reason: str = "",
+    ticket_ref: str = "",
+    idempotency_key: str | None = None,
+    to_location: StockLocation | None = None,
+) -> StockMovement:
     ctx = current_context()
     return StockMovement.objects.create(
-        at=timezone.now(), kind=kind, accelerator=accelerator,
-        accelerator_model_id=accelerator.model_id if accelerator else None, quantity=quantity, location=location,
-        to_location=to_location, node=node, actor_id=ctx.actor_id, reason=reason[:300], ticket_ref=ticket_ref,
-        correlation_id=ctx.correlation_id, idempotency_key=idempotency_key,
+        at=timezone.now(),
+        kind=kind,
+        accelerator=accelerator,
+        accelerator_model_id=accelerator.model_id if accelerator else None,
+        quantity=quantity,
+        location=location,
+        to_location=to_location,
+        node=node,
+        actor_id=ctx.actor_id,
+        reason=reason[:300],
+        ticket_ref=ticket_ref,
+        correlation_id=ctx.correlation_id,
+        idempotency_key=idempotency_key,
     )
 
 
@@ -77,8 +95,9 @@ def compatible_models(model: AcceleratorModel) -> list[int]:
 
 
 @transaction.atomic
-def spare_reserve(*, site: Site, model: AcceleratorModel, reserved_for: str, key: str,
-                  ttl: dt.timedelta = DEFAULT_RESERVATION_TTL) -> StockReservation:
+def spare_reserve(
+    *, site: Site, model: AcceleratorModel, reserved_for: str, key: str, ttl: dt.timedelta = DEFAULT_RESERVATION_TTL
+) -> StockReservation:
     """Reserve one in-stock spare of a compatible model at `site` for `reserved_for` (e.g. 'ticket:42').
 
     Idempotent by `key`: a retried call returns the reservation made the first time. Concurrent callers
@@ -99,8 +118,12 @@ def spare_reserve(*, site: Site, model: AcceleratorModel, reserved_for: str, key
     # One candidate at a time: locking several would make concurrent callers skip spares that are free.
     for _ in range(20):
         candidates = (
-            Accelerator.objects.filter(site=site, model_id__in=compatible_models(model),
-                                       lifecycle=AcceleratorLifecycle.IN_STOCK, health__in=["ok", "unknown"])
+            Accelerator.objects.filter(
+                site=site,
+                model_id__in=compatible_models(model),
+                lifecycle=AcceleratorLifecycle.IN_STOCK,
+                health__in=["ok", "unknown"],
+            )
             .exclude(reservations__status=ReservationStatus.ACTIVE)
             .exclude(pk__in=tried)
             .order_by("id")
@@ -115,11 +138,22 @@ def spare_reserve(*, site: Site, model: AcceleratorModel, reserved_for: str, key
         try:
             with transaction.atomic():
                 reservation = StockReservation.objects.create(
-                    accelerator=card, site=site, reserved_for=reserved_for, reserved_at=now, expires_at=now + ttl,
-                    actor_id=current_context().actor_id)
-                movement_record(kind=MovementKind.RESERVE, accelerator=card, location=card.stock_location,
-                                quantity=0, reason=f"reserved for {reserved_for}", ticket_ref=reserved_for,
-                                idempotency_key=key)
+                    accelerator=card,
+                    site=site,
+                    reserved_for=reserved_for,
+                    reserved_at=now,
+                    expires_at=now + ttl,
+                    actor_id=current_context().actor_id,
+                )
+                movement_record(
+                    kind=MovementKind.RESERVE,
+                    accelerator=card,
+                    location=card.stock_location,
+                    quantity=0,
+                    reason=f"reserved for {reserved_for}",
+                    ticket_ref=reserved_for,
+                    idempotency_key=key,
+                )
         except IntegrityError:
             continue  # another transaction reserved this card between our read and our insert
         return reservation
@@ -135,8 +169,14 @@ def reservation_release(*, reservation: StockReservation, reason: str = "", expi
     res.closed_at = timezone.now()
     res.save(update_fields=["status", "closed_at"])
     card = res.accelerator
-    movement_record(kind=MovementKind.RELEASE, accelerator=card, location=card.stock_location, quantity=0,
-                    reason=reason or ("expired" if expired else "released"), ticket_ref=res.reserved_for)
+    movement_record(
+        kind=MovementKind.RELEASE,
+        accelerator=card,
+        location=card.stock_location,
+        quantity=0,
+        reason=reason or ("expired" if expired else "released"),
+        ticket_ref=res.reserved_for,
+    )
 
 
 @transaction.atomic
@@ -149,18 +189,38 @@ def reservation_issue(*, reservation: StockReservation, node: Node, slot_index: 
         raise ValidationError({"reservation": f"Reservation is {res.status}, not active."})
     card = Accelerator.objects.select_for_update().get(pk=res.accelerator_id)
     location = card.stock_location
-    card = accelerator_place(accelerator=card, kind=PlacementKind.NODE, node=node, slot_index=slot_index,
-                             note=f"issued for {res.reserved_for}")
+    card = accelerator_place(
+        accelerator=card,
+        kind=PlacementKind.NODE,
+        node=node,
+        slot_index=slot_index,
+        note=f"issued for {res.reserved_for}",
+    )
     res.status, res.closed_at = ReservationStatus.ISSUED, timezone.now()
     res.save(update_fields=["status", "closed_at"])
-    movement_record(kind=MovementKind.ISSUE, accelerator=card, location=location, quantity=-1, node=node,
-                    reason=f"issued for {res.reserved_for}", ticket_ref=res.reserved_for, idempotency_key=key)
+    movement_record(
+        kind=MovementKind.ISSUE,
+        accelerator=card,
+        location=location,
+        quantity=-1,
+        node=node,
+        reason=f"issued for {res.reserved_for}",
+        ticket_ref=res.reserved_for,
+        idempotency_key=key,
+    )
     return card
 
 
 @transaction.atomic
-def accelerator_to_stock(*, accelerator: Accelerator, location: StockLocation, kind: str = MovementKind.RETURN,
-                         reason: str = "", ticket_ref: str = "", key: str | None = None) -> Accelerator:
+def accelerator_to_stock(
+    *,
+    accelerator: Accelerator,
+    location: StockLocation,
+    kind: str = MovementKind.RETURN,
+    reason: str = "",
+    ticket_ref: str = "",
+    key: str | None = None,
+) -> Accelerator:
     """Put a card into stock (a return, a receipt, or an RMA replacement back from the vendor).
 
     Needs a reason; locks the card; refuses a card reserved for someone else than `ticket_ref`.
@@ -170,16 +230,23 @@ def accelerator_to_stock(*, accelerator: Accelerator, location: StockLocation, k
         return Accelerator.objects.get(pk=accelerator.pk)
     card = card_lock(accelerator)
     card_not_reserved(card, ticket_ref)
-    card = accelerator_place(accelerator=card, kind=PlacementKind.STOCK, stock_location=location,
-                             note=reason or kind)
-    movement_record(kind=kind, accelerator=card, location=location, quantity=1, reason=reason,
-                    ticket_ref=ticket_ref, idempotency_key=key)
+    card = accelerator_place(accelerator=card, kind=PlacementKind.STOCK, stock_location=location, note=reason or kind)
+    movement_record(
+        kind=kind,
+        accelerator=card,
+        location=location,
+        quantity=1,
+        reason=reason,
+        ticket_ref=ticket_ref,
+        idempotency_key=key,
+    )
     return card
 
 
 @transaction.atomic
-def accelerator_out_of_stock(*, accelerator: Accelerator, kind: str, reason: str = "", ticket_ref: str = "",
-                             key: str | None = None) -> Accelerator:
+def accelerator_out_of_stock(
+    *, accelerator: Accelerator, kind: str, reason: str = "", ticket_ref: str = "", key: str | None = None
+) -> Accelerator:
     """Send a card out: to the vendor (RMA out) or to scrap. From a node or from stock.
 
     Needs a reason; locks the card; refuses a card reserved for someone else than `ticket_ref`.
@@ -192,8 +259,15 @@ def accelerator_out_of_stock(*, accelerator: Accelerator, kind: str, reason: str
     location = accelerator.stock_location
     placement = PlacementKind.AT_VENDOR if kind == MovementKind.RMA_OUT else PlacementKind.SCRAPPED
     card = accelerator_place(accelerator=accelerator, kind=placement, note=reason or kind)
-    movement_record(kind=kind, accelerator=card, location=location, quantity=-1 if location else 0, reason=reason,
-                    ticket_ref=ticket_ref, idempotency_key=key)
+    movement_record(
+        kind=kind,
+        accelerator=card,
+        location=location,
+        quantity=-1 if location else 0,
+        reason=reason,
+        ticket_ref=ticket_ref,
+        idempotency_key=key,
+    )
     return card
 
 
@@ -212,22 +286,38 @@ def spares_summary(*, site: Site | None = None) -> list[dict]:
     qs = Accelerator.objects.all()
     if site is not None:
         qs = qs.filter(site=site)
-    rows = qs.values("site__code", "model__name").annotate(
-        installed=Count("id", filter=Q(lifecycle=AcceleratorLifecycle.INSTALLED)),
-        in_stock=Count("id", filter=Q(lifecycle=AcceleratorLifecycle.IN_STOCK)),
-        reserved=Count("id", filter=Q(lifecycle=AcceleratorLifecycle.IN_STOCK,
-                                      reservations__status=ReservationStatus.ACTIVE)),
-    ).order_by("site__code", "model__name")
+    rows = (
+        qs.values("site__code", "model__name")
+        .annotate(
+            installed=Count("id", filter=Q(lifecycle=AcceleratorLifecycle.INSTALLED)),
+            in_stock=Count("id", filter=Q(lifecycle=AcceleratorLifecycle.IN_STOCK)),
+            reserved=Count(
+                "id", filter=Q(lifecycle=AcceleratorLifecycle.IN_STOCK, reservations__status=ReservationStatus.ACTIVE)
+            ),
+        )
+        .order_by("site__code", "model__name")
+    )
     return [
-        {**r, "free": r["in_stock"] - r["reserved"],
-         "spare_ratio_percent": round(100 * r["in_stock"] / r["installed"], 2) if r["installed"] else None}
+        {
+            **r,
+            "free": r["in_stock"] - r["reserved"],
+            "spare_ratio_percent": round(100 * r["in_stock"] / r["installed"], 2) if r["installed"] else None,
+        }
         for r in rows
     ]
 
 
 @transaction.atomic
-def accelerator_receive(*, model: AcceleratorModel, serial: str, location: StockLocation, reason: str,
-                        ticket_ref: str, key: str, template: Accelerator | None = None) -> Accelerator:
+def accelerator_receive(
+    *,
+    model: AcceleratorModel,
+    serial: str,
+    location: StockLocation,
+    reason: str,
+    ticket_ref: str,
+    key: str,
+    template: Accelerator | None = None,
+) -> Accelerator:
     """A card we never had arrives (an RMA replacement): create it in transit, then put it into stock with a
     ledger row of kind rma_back. Idempotent by `key` and by serial (a retry finds the card it created)."""
     existing = Accelerator.objects.filter(serial=serial).first()
@@ -236,8 +326,15 @@ def accelerator_receive(*, model: AcceleratorModel, serial: str, location: Stock
             return existing
         raise ValidationError({"serial": f"Serial {serial} is already in the CMDB ({existing.lifecycle})."})
     card = Accelerator.objects.create(
-        model=model, serial=serial, lifecycle=AcceleratorLifecycle.IN_TRANSIT, health="unknown", site=location.site,
-        supplier=template.supplier if template else "", po_number=template.po_number if template else "",
-        warranty_end=template.warranty_end if template else None)
-    return accelerator_to_stock(accelerator=card, location=location, kind=MovementKind.RMA_BACK, reason=reason,
-                                ticket_ref=ticket_ref, key=key)
+        model=model,
+        serial=serial,
+        lifecycle=AcceleratorLifecycle.IN_TRANSIT,
+        health="unknown",
+        site=location.site,
+        supplier=template.supplier if template else "",
+        po_number=template.po_number if template else "",
+        warranty_end=template.warranty_end if template else None,
+    )
+    return accelerator_to_stock(
+        accelerator=card, location=location, kind=MovementKind.RMA_BACK, reason=reason, ticket_ref=ticket_ref, key=key
+    )

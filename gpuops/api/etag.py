@@ -51,8 +51,11 @@ def check_if_match(request: Request, obj: Any, *, expected_version: int | None =
     header = request.headers.get("If-Match") if row is None else None
     if not if_match_ok(header, current):
         raise PreconditionFailed(
-            f"If-Match {header} does not match the current ETag {current}.", current_version=obj.version, row=row)
+            f"If-Match {header} does not match the current ETag {current}.", current_version=obj.version, row=row
+        )
     if expected_version is not None and expected_version != obj.version:
         raise PreconditionFailed(
             f"version {expected_version} is stale; the current version is {obj.version}.",
-            current_version=obj.version, row=row)
+            current_version=obj.version,
+            row=row,
+        )

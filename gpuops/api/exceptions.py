@@ -52,8 +52,14 @@ class Conflict(exceptions.APIException):
     default_detail = "The request conflicts with the current state of the data."
     default_code = "conflict"
 
-    def __init__(self, detail: str | None = None, *, row: int | None = None, code: str | None = None,
-                 extra: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        detail: str | None = None,
+        *,
+        row: int | None = None,
+        code: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ):
         super().__init__(detail, code)
         self.row = row
         self.extra = dict(extra or {})
@@ -125,9 +131,16 @@ def _request_id(context: dict[str, Any]) -> str:
     return getattr(django_request, "request_id", "") or current_context().correlation_id
 
 
-def error_body(*, code: str, message: str, request_id: str, fields: dict[str, list[str]] | None = None,
-               row: int | None = None, rows: list[dict[str, Any]] | None = None,
-               extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def error_body(
+    *,
+    code: str,
+    message: str,
+    request_id: str,
+    fields: dict[str, list[str]] | None = None,
+    row: int | None = None,
+    rows: list[dict[str, Any]] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     body: dict[str, Any] = {"code": code, "message": message}
     if fields:
         body["fields"] = fields
@@ -160,8 +173,9 @@ def _translate(exc: Exception) -> Exception:
     if isinstance(exc, IntegrityError):
         # Validation runs before every write, so this is a race with a concurrent writer (or a rule the
         # validators do not know). The database message names the constraint; it holds no user data.
-        return Conflict(f"The database refused the write: {str(exc).splitlines()[0][:200]}",
-                        row=getattr(exc, "row", None))
+        return Conflict(
+            f"The database refused the write: {str(exc).splitlines()[0][:200]}", row=getattr(exc, "row", None)
+        )
     return exc
 
 
@@ -174,8 +188,11 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         logger.exception("Unhandled API error (request %s)", request_id, exc_info=exc)
         set_rollback()
         return Response(
-            error_body(code="server_error", message="Internal server error; quote the request id when reporting it.",
-                       request_id=request_id),
+            error_body(
+                code="server_error",
+                message="Internal server error; quote the request id when reporting it.",
+                request_id=request_id,
+            ),
             status=status.HTTP_500_INTERNAL_SERVER_ERROR,
         )
     assert isinstance(exc, exceptions.APIException)
@@ -200,6 +217,7 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
             extra["current_version"] = exc.current_version
         if isinstance(exc, Conflict):
             extra.update(exc.extra)
-    response.data = error_body(code=str(code), message=message, request_id=request_id, fields=fields, row=row,
-                               rows=rows, extra=extra)
+    response.data = error_body(
+        code=str(code), message=message, request_id=request_id, fields=fields, row=row, rows=rows, extra=extra
+    )
     return response

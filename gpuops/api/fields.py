@@ -36,8 +36,7 @@ class BriefSerializer(serializers.Serializer):
     @classmethod
     def plan(cls) -> list[tuple[str, list[str]]]:
         if cls.__dict__.get("_plan") is None:
-            cls._plan = [(name, (field.source or name).split("."))
-                         for name, field in cls._declared_fields.items()]
+            cls._plan = [(name, (field.source or name).split(".")) for name, field in cls._declared_fields.items()]
         return cls._plan  # type: ignore[return-value]
 
     @classmethod

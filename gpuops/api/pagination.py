@@ -40,8 +40,9 @@ def decode_cursor(token: str) -> int:
         if last < 0:
             raise ValueError(raw)
     except (ValueError, UnicodeDecodeError, binascii.Error) as exc:
-        raise exceptions.ValidationError({CURSOR_PARAM: ["Invalid cursor; restart the walk with ?mode=cursor."]}) \
-            from exc
+        raise exceptions.ValidationError(
+            {CURSOR_PARAM: ["Invalid cursor; restart the walk with ?mode=cursor."]}
+        ) from exc
     return last
 
 
@@ -103,12 +104,23 @@ class FleetPagination(LimitOffsetPagination):
             "type": "object",
             "required": ["results"],
             "properties": {
-                "count": {"type": "integer", "example": 123,
-                          "description": "Total rows matching the filters (absent in cursor mode)."},
-                "next": {"type": "string", "nullable": True, "format": "uri",
-                         "example": "http://api.example.org/accounts/?cursor=cGs6MTAw&limit=100"},
-                "previous": {"type": "string", "nullable": True, "format": "uri",
-                             "example": "http://api.example.org/accounts/?offset=400&limit=100"},
+                "count": {
+                    "type": "integer",
+                    "example": 123,
+                    "description": "Total rows matching the filters (absent in cursor mode).",
+                },
+                "next": {
+                    "type": "string",
+                    "nullable": True,
+                    "format": "uri",
+                    "example": "http://api.example.org/accounts/?cursor=cGs6MTAw&limit=100",
+                },
+                "previous": {
+                    "type": "string",
+                    "nullable": True,
+                    "format": "uri",
+                    "example": "http://api.example.org/accounts/?offset=400&limit=100",
+                },
                 "results": schema,
             },
         }
@@ -123,10 +135,18 @@ class FleetPagination(LimitOffsetPagination):
                 param["schema"] = {"type": "integer", "minimum": 0}
         return [
             *params,
-            {"name": MODE_PARAM, "required": False, "in": "query",
-             "description": "'cursor' starts a keyset walk ordered by id (follow `next`); default 'offset'.",
-             "schema": {"type": "string", "enum": ["offset", "cursor"]}},
-            {"name": CURSOR_PARAM, "required": False, "in": "query",
-             "description": "Opaque cursor from the `next` link of a cursor-mode page.",
-             "schema": {"type": "string"}},
+            {
+                "name": MODE_PARAM,
+                "required": False,
+                "in": "query",
+                "description": "'cursor' starts a keyset walk ordered by id (follow `next`); default 'offset'.",
+                "schema": {"type": "string", "enum": ["offset", "cursor"]},
+            },
+            {
+                "name": CURSOR_PARAM,
+                "required": False,
+                "in": "query",
+                "description": "Opaque cursor from the `next` link of a cursor-mode page.",
+                "schema": {"type": "string"},
+            },
         ]

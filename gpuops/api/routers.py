@@ -14,8 +14,10 @@ class BulkRouter(DefaultRouter):
         super().__init__(*args, **kwargs)
         self.routes = copy.deepcopy(self.routes)
         list_route = self.routes[0]
-        list_route.mapping.update({
-            "put": "bulk_update",
-            "patch": "bulk_partial_update",
-            "delete": "bulk_destroy",
-        })
+        list_route.mapping.update(
+            {
+                "put": "bulk_update",
+                "patch": "bulk_partial_update",
+                "delete": "bulk_destroy",
+            }
+        )

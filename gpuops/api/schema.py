@@ -29,21 +29,26 @@ class RowErrorSerializer(serializers.Serializer):
 
 
 class ErrorDetailSerializer(serializers.Serializer):
-    code = serializers.CharField(help_text="Stable machine-readable code: invalid, not_authenticated, "
-                                           "permission_denied, not_found, method_not_allowed, precondition_failed, "
-                                           "conflict, unsupported_media_type, throttled, server_error, ...")
+    code = serializers.CharField(
+        help_text="Stable machine-readable code: invalid, not_authenticated, "
+        "permission_denied, not_found, method_not_allowed, precondition_failed, "
+        "conflict, unsupported_media_type, throttled, server_error, ..."
+    )
     message = serializers.CharField(help_text="Human-readable summary.")
     row = serializers.IntegerField(required=False, help_text="Bulk requests: index of the first bad row.")
     rows = RowErrorSerializer(many=True, required=False, help_text="Bulk requests: every bad row.")
     current_version = serializers.IntegerField(required=False, help_text="412 only: the version stored now.")
-    request_id = serializers.CharField(help_text="The X-Request-ID of the request (also the correlation id of "
-                                                 "the change records it wrote).")
+    request_id = serializers.CharField(
+        help_text="The X-Request-ID of the request (also the correlation id of the change records it wrote)."
+    )
 
     def get_fields(self) -> dict[str, serializers.Field]:
         fields = super().get_fields()
         fields["fields"] = serializers.DictField(
-            child=serializers.ListField(child=serializers.CharField()), required=False,
-            help_text="Field name -> reasons (validation errors).")
+            child=serializers.ListField(child=serializers.CharField()),
+            required=False,
+            help_text="Field name -> reasons (validation errors).",
+        )
         return fields
 
 
@@ -70,22 +75,40 @@ ERRORS = {
 }
 
 ETAG_HEADER = OpenApiParameter(
-    "ETag", OpenApiTypes.STR, OpenApiParameter.HEADER, response=["200", "201"],
-    description="Version tag of the returned object; send it back as If-Match to update or delete it.")
+    "ETag",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    response=["200", "201"],
+    description="Version tag of the returned object; send it back as If-Match to update or delete it.",
+)
 # Writes on held objects (cmdb.holds): the caller asks to force the change (needs cmdb.override_hold).
 HOLD_OVERRIDE = [
-    OpenApiParameter("override_hold", OpenApiTypes.BOOL, OpenApiParameter.QUERY, required=False,
-                     description="Force a change of a node or card an open ticket holds (needs cmdb.override_hold; "
-                                 "recorded on the ticket, which pauses)."),
-    OpenApiParameter("force", OpenApiTypes.BOOL, OpenApiParameter.QUERY, required=False,
-                     description="Same as override_hold."),
+    OpenApiParameter(
+        "override_hold",
+        OpenApiTypes.BOOL,
+        OpenApiParameter.QUERY,
+        required=False,
+        description="Force a change of a node or card an open ticket holds (needs cmdb.override_hold; "
+        "recorded on the ticket, which pauses).",
+    ),
+    OpenApiParameter(
+        "force", OpenApiTypes.BOOL, OpenApiParameter.QUERY, required=False, description="Same as override_hold."
+    ),
 ]
 IF_MATCH = OpenApiParameter(
-    "If-Match", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
-    description="Write only if the object's current ETag is one of these (else 412 Precondition Failed).")
+    "If-Match",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    required=False,
+    description="Write only if the object's current ETag is one of these (else 412 Precondition Failed).",
+)
 IF_NONE_MATCH = OpenApiParameter(
-    "If-None-Match", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
-    description="Answer 304 Not Modified when the object's ETag is one of these.")
+    "If-None-Match",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    required=False,
+    description="Answer 304 Not Modified when the object's ETag is one of these.",
+)
 
 
 @cache
@@ -96,11 +119,15 @@ def bulk_row_serializer(serializer_class: type[serializers.Serializer]) -> type[
     """
     name = serializer_class.__name__.removesuffix("Serializer") + "BulkRowSerializer"
     version = serializers.IntegerField(required=False, help_text="Expected current version; a mismatch is a 412.")
-    return type(name, (serializer_class,), {
-        "__module__": serializer_class.__module__,
-        "id": serializers.IntegerField(help_text="Id of the object to update."),
-        "version": version,
-    })
+    return type(
+        name,
+        (serializer_class,),
+        {
+            "__module__": serializer_class.__module__,
+            "id": serializers.IntegerField(help_text="Id of the object to update."),
+            "version": version,
+        },
+    )
 
 
 class BulkIdSerializer(serializers.Serializer):
@@ -160,8 +187,7 @@ class ApiAutoSchema(AutoSchema):
 
     def get_response_serializers(self) -> Any:
         serializer = super().get_response_serializers()
-        if self._action() in ("bulk_update", "bulk_partial_update") and isinstance(serializer,
-                                                                                  serializers.Serializer):
+        if self._action() in ("bulk_update", "bulk_partial_update") and isinstance(serializer, serializers.Serializer):
             return type(serializer)(many=True)
         return serializer
 
@@ -177,17 +203,21 @@ class ApiAutoSchema(AutoSchema):
 
     def _get_request_for_media_type(self, serializer: Any, direction: str = "request") -> Any:
         schema, required = super()._get_request_for_media_type(serializer, direction)
-        if self._action() == "create" and schema and "$ref" in schema and getattr(self.view, "bulk_create_enabled",
-                                                                                  False):
+        if (
+            self._action() == "create"
+            and schema
+            and "$ref" in schema
+            and getattr(self.view, "bulk_create_enabled", False)
+        ):
             # One object creates one row; a list creates many in one transaction.
             schema = {"oneOf": [schema, {"type": "array", "items": schema, "minItems": 1}]}
         return schema, required
 
-    def _get_response_for_code(self, serializer: Any, status_code: str, media_types: Any = None,
-                               direction: str = "response") -> Any:
+    def _get_response_for_code(
+        self, serializer: Any, status_code: str, media_types: Any = None, direction: str = "response"
+    ) -> Any:
         response = super()._get_response_for_code(serializer, status_code, media_types, direction)
-        if (self._action() == "create" and status_code == "201"
-                and getattr(self.view, "bulk_create_enabled", False)):
+        if self._action() == "create" and status_code == "201" and getattr(self.view, "bulk_create_enabled", False):
             for media in response.get("content", {}).values():
                 ref = media.get("schema")
                 if ref and "$ref" in ref:

@@ -68,8 +68,9 @@ class BulkListSerializer(serializers.ListSerializer):
             message = self.error_messages["not_a_list"].format(input_type=type(data).__name__)
             raise serializers.ValidationError({api_settings.NON_FIELD_ERRORS_KEY: [message]}, code="not_a_list")
         if not data:
-            raise serializers.ValidationError({api_settings.NON_FIELD_ERRORS_KEY: ["Send at least one row."]},
-                                              code="empty")
+            raise serializers.ValidationError(
+                {api_settings.NON_FIELD_ERRORS_KEY: ["Send at least one row."]}, code="empty"
+            )
         instances = list(self.instance) if self.instance is not None else None
         self._context["ref_cache"] = self._prefetch_refs(data)
         ret: list[Any] = []
@@ -186,14 +187,18 @@ class BaseModelSerializer(serializers.ModelSerializer):
         model = self.Meta.model
         if "version" in fields and has_row_version(model):
             fields["version"] = serializers.IntegerField(
-                required=False, min_value=1,
-                help_text="Bumped on every change. Send the version you read to refuse overwriting a newer one.")
+                required=False,
+                min_value=1,
+                help_text="Bumped on every change. Send the version you read to refuse overwriting a newer one.",
+            )
         # Model order (declared relations first would scatter them), computed extras after, bookkeeping last.
         own = [f.name for f in (*model._meta.concrete_fields, *model._meta.many_to_many)]
         tail = ["created_at", "updated_at", "version"]
         rank = {name: i for i, name in enumerate(n for n in own if n not in tail)}
+
         def key(name: str) -> tuple[int, int]:
             if name in tail:
                 return (2, tail.index(name))
             return (0, rank[name]) if name in rank else (1, 0)
+
         return dict(sorted(fields.items(), key=lambda item: key(item[0])))

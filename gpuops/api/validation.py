@@ -100,8 +100,9 @@ def referenced_fields(condition: Q) -> list[str]:
     return names
 
 
-def check_constraints(model: type[Model], rows: Iterable[tuple[int, Model]], errors: Errors,
-                      messages: dict[str, str] | None = None) -> None:
+def check_constraints(
+    model: type[Model], rows: Iterable[tuple[int, Model]], errors: Errors, messages: dict[str, str] | None = None
+) -> None:
     """Add an error to every row that violates one of the model's CheckConstraints."""
     messages = messages or {}
     checks = [c for c in model._meta.constraints if isinstance(c, CheckConstraint)]
@@ -142,14 +143,20 @@ def unique_specs(model: type[Model]) -> list[UniqueSpec]:
         if isinstance(constraint, UniqueConstraint) and constraint.fields and not constraint.expressions:
             default = constraint.default_violation_error_message % {"name": constraint.name}
             custom = constraint.get_violation_error_message()
-            specs.append(UniqueSpec(tuple(constraint.fields), tuple(_attname(model, n) for n in constraint.fields),
-                                    constraint.condition, custom if custom != default else None))
+            specs.append(
+                UniqueSpec(
+                    tuple(constraint.fields),
+                    tuple(_attname(model, n) for n in constraint.fields),
+                    constraint.condition,
+                    custom if custom != default else None,
+                )
+            )
     return specs
 
 
 def _chunks(values: Sequence[Any], size: int = 500) -> Iterable[Sequence[Any]]:
     for start in range(0, len(values), size):
-        yield values[start:start + size]
+        yield values[start : start + size]
 
 
 def check_unique(model: type[Model], rows: Sequence[tuple[int, Model]], errors: Errors) -> None:
@@ -173,8 +180,12 @@ def check_unique(model: type[Model], rows: Sequence[tuple[int, Model]], errors: 
             if any(v is None for v in key):
                 continue  # NULLs are distinct
             if key in keyed:
-                add_error(errors, idx, spec.names[-1],
-                          spec.message or f"Duplicates row {keyed[key]} of this request ({', '.join(spec.names)}).")
+                add_error(
+                    errors,
+                    idx,
+                    spec.names[-1],
+                    spec.message or f"Duplicates row {keyed[key]} of this request ({', '.join(spec.names)}).",
+                )
             else:
                 keyed[key] = idx
         if not keyed:

@@ -138,7 +138,8 @@ class BaseModelViewSet(ApiViewMixin, viewsets.ModelViewSet):
             raise exceptions.ValidationError({"non_field_errors": ["Send at least one row."]})
         if len(data) > self.max_bulk_rows:
             raise exceptions.ValidationError(
-                {"non_field_errors": [f"At most {self.max_bulk_rows} rows per request; split the batch."]})
+                {"non_field_errors": [f"At most {self.max_bulk_rows} rows per request; split the batch."]}
+            )
 
     @staticmethod
     def _raise_serializer_errors(serializer: Any, bulk: bool) -> None:
@@ -196,8 +197,7 @@ class BaseModelViewSet(ApiViewMixin, viewsets.ModelViewSet):
         for idx, pk in enumerate(ids):
             if pk not in visible:
                 raise RowNotFound(f"No object with id {pk} (or it is not visible to you).", row=idx)
-        writable = set(self.restrict_queryset(self.queryset.filter(pk__in=ids), action)
-                       .values_list("pk", flat=True))
+        writable = set(self.restrict_queryset(self.queryset.filter(pk__in=ids), action).values_list("pk", flat=True))
         for idx, pk in enumerate(ids):
             if pk not in writable:
                 raise RowPermissionDenied(f"You may not {action} object {pk}.", row=idx)
@@ -262,8 +262,10 @@ class BaseModelViewSet(ApiViewMixin, viewsets.ModelViewSet):
                 check_if_match(request, instance, expected_version=self._body_version(row), row=idx)
             serializer = self.get_serializer(instances, data=data, many=True, partial=partial)
             self._raise_serializer_errors(serializer, True)
-            rows: list[Row] = [writer.row(i, d, inst)
-                               for i, (d, inst) in enumerate(zip(serializer.validated_data, instances, strict=True))]
+            rows: list[Row] = [
+                writer.row(i, d, inst)
+                for i, (d, inst) in enumerate(zip(serializer.validated_data, instances, strict=True))
+            ]
             self._run(writer.validate, rows, bulk=True)
             objs = self._run(writer.update, rows, bulk=True)
             self.check_written(objs, "change", bulk=True)

@@ -129,8 +129,9 @@ class ModelWriter:
         names = sorted({name for r in rows for name in r.changed})
         update_fields = self.bulk_update_fields(rows, names)
         if update_fields:
-            self.model._default_manager.bulk_update([r.instance for r in rows], update_fields,
-                                                    batch_size=self.batch_size)
+            self.model._default_manager.bulk_update(
+                [r.instance for r in rows], update_fields, batch_size=self.batch_size
+            )
         self.set_m2m(rows)
         self.after_bulk_update(rows)
         return [r.instance for r in rows]
@@ -174,15 +175,17 @@ class ModelWriter:
             target = relation.m2m_reverse_field_name()
             ids = [r.instance.pk for r in carrying]
             through._default_manager.filter(**{f"{source}_id__in": ids}).delete()
-            through._default_manager.bulk_create([
-                through(**{f"{source}_id": r.instance.pk, f"{target}_id": target_obj.pk})
-                for r in carrying for target_obj in {t.pk: t for t in r.m2m[name]}.values()
-            ], batch_size=self.batch_size)
+            through._default_manager.bulk_create(
+                [
+                    through(**{f"{source}_id": r.instance.pk, f"{target}_id": target_obj.pk})
+                    for r in carrying
+                    for target_obj in {t.pk: t for t in r.m2m[name]}.values()
+                ],
+                batch_size=self.batch_size,
+            )
 
     def after_bulk_create(self, rows: Sequence[Row]) -> None:
         """Hook: what signals would have done for each row (bulk_create sends none)."""
 
     def after_bulk_update(self, rows: Sequence[Row]) -> None:
         """Hook: what signals would have done for each row (bulk_update sends none)."""
-
-

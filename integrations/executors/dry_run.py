@@ -24,8 +24,13 @@ class DryRunExecutor:
     def run(self, target: ExecTarget, command: str, *, timeout_s: float = 1800.0) -> CommandResult:
         logger.info("executor (dry run) on %s would run: %s", target.label, command)
         self.commands.append((target.label, command))
-        return CommandResult(target=target.label, command=command, exit_status=0, dry_run=True,
-                             stdout=f"dry run: would run on {target.label}: {command}")
+        return CommandResult(
+            target=target.label,
+            command=command,
+            exit_status=0,
+            dry_run=True,
+            stdout=f"dry run: would run on {target.label}: {command}",
+        )
 
     def reboot(self, target: ExecTarget) -> CommandResult:
         return self.run(target, "reboot")

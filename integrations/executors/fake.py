@@ -47,8 +47,15 @@ class FakeExecutor:
     on_run: list[Hook] = field(default_factory=list)
     is_dry_run: bool = False
 
-    def fail(self, *, host: str = "", contains: str = "", exit_status: int = 1, stderr: str = "fake failure",
-             times: int | None = None) -> FakeRule:
+    def fail(
+        self,
+        *,
+        host: str = "",
+        contains: str = "",
+        exit_status: int = 1,
+        stderr: str = "fake failure",
+        times: int | None = None,
+    ) -> FakeRule:
         """Add a failing rule (convenience for tests)."""
         rule = FakeRule(host=host, contains=contains, exit_status=exit_status, stderr=stderr, times=times)
         self.rules.append(rule)
@@ -69,8 +76,14 @@ class FakeExecutor:
             if rule.matches(target, command) and (rule.times is None or rule.times > 0):
                 if rule.times is not None:
                     rule.times -= 1
-                return CommandResult(target=key, command=command, exit_status=rule.exit_status,
-                                     stdout=rule.stdout, stderr=rule.stderr, duration_s=0.01)
+                return CommandResult(
+                    target=key,
+                    command=command,
+                    exit_status=rule.exit_status,
+                    stdout=rule.stdout,
+                    stderr=rule.stderr,
+                    duration_s=0.01,
+                )
         for hook in self.on_run:
             hook(target, command)
         return CommandResult(target=key, command=command, exit_status=0, stdout="ok", duration_s=0.01)

@@ -55,9 +55,20 @@ class SshExecutor:
 
     is_dry_run = False
 
-    def __init__(self, *, username: str = "", key_file: str = "", password: str = "", known_hosts: str = "",
-                 accept_unknown_hosts: bool = False, credential_ref: str = "", port: int = 22,
-                 connect_timeout_s: float = 15.0, sudo: bool = False, reboot_command: str = DEFAULT_REBOOT) -> None:
+    def __init__(
+        self,
+        *,
+        username: str = "",
+        key_file: str = "",
+        password: str = "",
+        known_hosts: str = "",
+        accept_unknown_hosts: bool = False,
+        credential_ref: str = "",
+        port: int = 22,
+        connect_timeout_s: float = 15.0,
+        sudo: bool = False,
+        reboot_command: str = DEFAULT_REBOOT,
+    ) -> None:
         self.username, self.key_file, self.password = username, key_file, password
         self.known_hosts, self.accept_unknown_hosts = known_hosts, accept_unknown_hosts
         self.credential_ref = credential_ref
@@ -78,8 +89,7 @@ class SshExecutor:
             try:
                 client.load_host_keys(self.known_hosts)
             except OSError as exc:
-                raise PermanentError(f"cannot read known_hosts {self.known_hosts}: {exc}",
-                                     peer=target.label) from exc
+                raise PermanentError(f"cannot read known_hosts {self.known_hosts}: {exc}", peer=target.label) from exc
         if self.accept_unknown_hosts:
             logger.warning("ssh executor accepts unknown host keys (%s): do not use this in production", target.host)
             client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
@@ -88,22 +98,29 @@ class SshExecutor:
         port = target.port or self.port
         try:
             client.connect(
-                hostname=target.host, port=port, username=creds["username"] or None,
-                password=creds["password"] or None, key_filename=creds["key_file"] or None,
-                timeout=self.connect_timeout_s, banner_timeout=self.connect_timeout_s,
-                auth_timeout=self.connect_timeout_s, allow_agent=False, look_for_keys=False)
+                hostname=target.host,
+                port=port,
+                username=creds["username"] or None,
+                password=creds["password"] or None,
+                key_filename=creds["key_file"] or None,
+                timeout=self.connect_timeout_s,
+                banner_timeout=self.connect_timeout_s,
+                auth_timeout=self.connect_timeout_s,
+                allow_agent=False,
+                look_for_keys=False,
+            )
         except paramiko.BadHostKeyException as exc:
             client.close()
             raise PermanentError(f"host key of {target.host} changed: {exc}", peer=target.label) from exc
         except paramiko.AuthenticationException as exc:
             client.close()
-            raise PermanentError(f"authentication failed as {creds['username']!r}: {exc}",
-                                 peer=target.label) from exc
+            raise PermanentError(f"authentication failed as {creds['username']!r}: {exc}", peer=target.label) from exc
         except paramiko.SSHException as exc:
             client.close()
             if "not found in known_hosts" in str(exc):
-                raise PermanentError(f"unknown host key ({exc}); add it to {self.known_hosts or 'known_hosts'}",
-                                     peer=target.label) from exc
+                raise PermanentError(
+                    f"unknown host key ({exc}); add it to {self.known_hosts or 'known_hosts'}", peer=target.label
+                ) from exc
             raise TransientError(f"ssh handshake failed: {exc}", peer=target.label) from exc
         except (TimeoutError, OSError, EOFError) as exc:  # socket.timeout is TimeoutError; refused/no route: OSError
             client.close()
@@ -132,8 +149,11 @@ class SshExecutor:
             while True:
                 if time.monotonic() > deadline:
                     chan.close()
-                    raise PermanentError(f"command still running after {timeout_s:.0f} s (it may go on running on "
-                                         f"the host): {command[:200]}", peer=target.label)
+                    raise PermanentError(
+                        f"command still running after {timeout_s:.0f} s (it may go on running on "
+                        f"the host): {command[:200]}",
+                        peer=target.label,
+                    )
                 select.select([chan], [], [], 0.5)
                 while chan.recv_ready():
                     out += chan.recv(32768)
@@ -148,9 +168,14 @@ class SshExecutor:
             raise TransientError(f"connection lost while running the command: {exc}", peer=target.label) from exc
         finally:
             client.close()
-        result = CommandResult(target=target.label, command=command, exit_status=status,
-                               stdout=out.decode("utf-8", "replace"), stderr=err.decode("utf-8", "replace"),
-                               duration_s=time.monotonic() - started)
+        result = CommandResult(
+            target=target.label,
+            command=command,
+            exit_status=status,
+            stdout=out.decode("utf-8", "replace"),
+            stderr=err.decode("utf-8", "replace"),
+            duration_s=time.monotonic() - started,
+        )
         logger.info("ssh %s: %s -> %s", target.label, command[:200], result.summary(200))
         return result
 
@@ -161,8 +186,7 @@ class SshExecutor:
             return self.run(target, self.reboot_command, timeout_s=60)
         except TransientError as exc:
             if "connection lost" in str(exc):
-                return CommandResult(target=target.label, command=self.reboot_command, exit_status=0,
-                                     stderr=str(exc))
+                return CommandResult(target=target.label, command=self.reboot_command, exit_status=0, stderr=str(exc))
             raise
 
 

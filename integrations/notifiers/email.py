@@ -24,8 +24,13 @@ class EmailNotifier:
             return
         body = notification.body + (f"\n\n{notification.url}" if notification.url else "")
         try:
-            send_mail(self.subject_prefix + notification.subject, body, self.from_email,
-                      list(notification.recipients), fail_silently=False)
+            send_mail(
+                self.subject_prefix + notification.subject,
+                body,
+                self.from_email,
+                list(notification.recipients),
+                fail_silently=False,
+            )
         except (smtplib.SMTPRecipientsRefused, smtplib.SMTPSenderRefused, smtplib.SMTPAuthenticationError) as exc:
             raise PermanentError(f"mail refused: {exc}", peer="smtp") from exc
         except (TimeoutError, smtplib.SMTPException, ConnectionError, OSError) as exc:

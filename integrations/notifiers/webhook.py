@@ -13,8 +13,14 @@ class WebhookNotifier:
     """POSTs the notification as JSON. Timeouts, connection errors, 429 and 5xx are transient; other 4xx are
     permanent (the receiver will not accept this payload however often we try)."""
 
-    def __init__(self, *, url: str, timeout_s: float = 5.0, headers: dict[str, str] | None = None,
-                 client: httpx.Client | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        url: str,
+        timeout_s: float = 5.0,
+        headers: dict[str, str] | None = None,
+        client: httpx.Client | None = None,
+    ) -> None:
         if not url:
             raise PermanentError("webhook notifier needs a url")
         self.url, self.timeout_s, self.headers = url, timeout_s, dict(headers or {})
@@ -24,8 +30,9 @@ class WebhookNotifier:
         headers = {**self.headers, "Idempotency-Key": notification.key, "User-Agent": "gpuops-notifier"}
         try:
             if self._client is not None:
-                response = self._client.post(self.url, json=notification.as_dict(), headers=headers,
-                                             timeout=self.timeout_s)
+                response = self._client.post(
+                    self.url, json=notification.as_dict(), headers=headers, timeout=self.timeout_s
+                )
             else:
                 response = httpx.post(self.url, json=notification.as_dict(), headers=headers, timeout=self.timeout_s)
         except httpx.TimeoutException as exc:

@@ -60,8 +60,16 @@ class WebhookOsInstaller:
         transport: an httpx transport (tests use httpx.MockTransport or a local server).
     """
 
-    def __init__(self, *, base_url: str, token_env: str = "GPUOPS_OS_INSTALL_TOKEN", timeout_s: float = 15.0,
-                 verify_tls: bool = True, transport: httpx.BaseTransport | None = None, **_options: object) -> None:
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        token_env: str = "GPUOPS_OS_INSTALL_TOKEN",
+        timeout_s: float = 15.0,
+        verify_tls: bool = True,
+        transport: httpx.BaseTransport | None = None,
+        **_options: object,
+    ) -> None:
         if not base_url:
             raise PermanentError("the OS install webhook needs a base_url")
         self.base_url = base_url.rstrip("/")
@@ -76,8 +84,13 @@ class WebhookOsInstaller:
         token = os.environ.get(self.token_env, "") if self.token_env else ""
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        return httpx.Client(base_url=self.base_url, headers=headers, timeout=self.timeout_s, verify=self.verify_tls,
-                            transport=self.transport)
+        return httpx.Client(
+            base_url=self.base_url,
+            headers=headers,
+            timeout=self.timeout_s,
+            verify=self.verify_tls,
+            transport=self.transport,
+        )
 
     def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
@@ -104,8 +117,9 @@ class WebhookOsInstaller:
     def start(self, request: OsInstallRequest) -> OsInstallJob:
         body = {**asdict(request), "macs": list(request.macs)}
         headers = {"Idempotency-Key": request.idempotency_key} if request.idempotency_key else {}
-        response = self._request("POST", "/installs", content=json.dumps(body),
-                                 headers={**headers, "Content-Type": "application/json"})
+        response = self._request(
+            "POST", "/installs", content=json.dumps(body), headers={**headers, "Content-Type": "application/json"}
+        )
         return self._job(response, f"start install of {request.hostname}")
 
     def status(self, ref: str) -> OsInstallJob:

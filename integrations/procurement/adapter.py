@@ -30,32 +30,60 @@ def order_from_json(data: Any, *, peer: str = "") -> PurchaseOrder:
     if not isinstance(data, dict) or not isinstance(data.get("po_number"), str) or not data["po_number"]:
         raise PermanentError(f"unexpected purchase order reply: {str(data)[:200]}", peer=peer)
     lines = tuple(
-        OrderLine(line_ref=str(line.get("line_ref", "")), po_line_ref=str(line.get("po_line_ref", "")),
-                  quantity=int(line.get("quantity", 0)), state=str(line.get("state", "created")))
-        for line in data.get("lines") or [] if isinstance(line, dict)
+        OrderLine(
+            line_ref=str(line.get("line_ref", "")),
+            po_line_ref=str(line.get("po_line_ref", "")),
+            quantity=int(line.get("quantity", 0)),
+            state=str(line.get("state", "created")),
+        )
+        for line in data.get("lines") or []
+        if isinstance(line, dict)
     )
-    return PurchaseOrder(po_number=data["po_number"], state=str(data.get("state", "created")),
-                         request_ref=str(data.get("request_ref", "")), supplier=str(data.get("supplier", "")),
-                         lines=lines)
+    return PurchaseOrder(
+        po_number=data["po_number"],
+        state=str(data.get("state", "created")),
+        request_ref=str(data.get("request_ref", "")),
+        supplier=str(data.get("supplier", "")),
+        lines=lines,
+    )
 
 
 def draft_to_json(draft: OrderDraft) -> dict[str, Any]:
     return {
-        "request_ref": draft.request_ref, "title": draft.title, "budget_code": draft.budget_code,
-        "currency": draft.currency, "justification": draft.justification,
-        "lines": [{"line_ref": line.line_ref, "sku": line.sku, "description": line.description,
-                   "quantity": line.quantity, "unit_price": str(line.unit_price), "site": line.site_code}
-                  for line in draft.lines],
+        "request_ref": draft.request_ref,
+        "title": draft.title,
+        "budget_code": draft.budget_code,
+        "currency": draft.currency,
+        "justification": draft.justification,
+        "lines": [
+            {
+                "line_ref": line.line_ref,
+                "sku": line.sku,
+                "description": line.description,
+                "quantity": line.quantity,
+                "unit_price": str(line.unit_price),
+                "site": line.site_code,
+            }
+            for line in draft.lines
+        ],
     }
 
 
 class HttpProcurementClient:
     """ProcurementClient over REST. Options default to settings.GPUOPS_PROCUREMENT (conf.py)."""
 
-    def __init__(self, *, base_url: str | None = None, token: str | None = None, attempts: int | None = None,
-                 timeout_s: float | None = None, connect_timeout_s: float | None = None,
-                 backoff_s: float | None = None, backoff_max_s: float | None = None,
-                 sleep: Callable[[float], None] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        token: str | None = None,
+        attempts: int | None = None,
+        timeout_s: float | None = None,
+        connect_timeout_s: float | None = None,
+        backoff_s: float | None = None,
+        backoff_max_s: float | None = None,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
         options: dict[str, Any] = {
             "base_url": base_url or procurement_setting("BASE_URL"),
             "token": token if token is not None else secret_resolve(procurement_setting("API_TOKEN")),
@@ -80,8 +108,12 @@ class HttpProcurementClient:
         return order_from_json(data, peer=self.http.base_url)
 
     def order_cancel(self, po_number: str, *, reason: str, idempotency_key: str) -> PurchaseOrder:
-        data = self.http.request("POST", f"{PO_PATH}/{quote(po_number, safe='')}/cancel", json={"reason": reason},
-                                 idempotency_key=idempotency_key)
+        data = self.http.request(
+            "POST",
+            f"{PO_PATH}/{quote(po_number, safe='')}/cancel",
+            json={"reason": reason},
+            idempotency_key=idempotency_key,
+        )
         return order_from_json(data, peer=self.http.base_url)
 
 

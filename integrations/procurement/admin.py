@@ -31,8 +31,18 @@ from .services.receiving import discrepancy_resolve
 class RequestLineInline(admin.TabularInline):
     model = RequestLine
     extra = 0
-    fields = ("line_no", "server_model", "accelerator_model", "part_model", "quantity", "site", "unit_price",
-              "received_quantity", "po_line_ref", "po_state")
+    fields = (
+        "line_no",
+        "server_model",
+        "accelerator_model",
+        "part_model",
+        "quantity",
+        "site",
+        "unit_price",
+        "received_quantity",
+        "po_line_ref",
+        "po_state",
+    )
     readonly_fields = ("received_quantity", "po_line_ref", "po_state")
     autocomplete_fields = ()
 
@@ -58,8 +68,16 @@ class ShipmentInline(admin.TabularInline):
     extra = 0
     max_num = 0
     can_delete = False
-    fields = ("shipment_ref", "status", "carrier", "tracking", "is_dispatch_known", "dispatched_at", "delivered_at",
-              "site")
+    fields = (
+        "shipment_ref",
+        "status",
+        "carrier",
+        "tracking",
+        "is_dispatch_known",
+        "dispatched_at",
+        "delivered_at",
+        "site",
+    )
     readonly_fields = fields
     show_change_link = True
 
@@ -76,14 +94,44 @@ class DiscrepancyInline(admin.TabularInline):
 
 @admin.register(ProcurementRequest)
 class ProcurementRequestAdmin(admin.ModelAdmin):
-    list_display = ("reference", "title", "state", "po_number", "po_state", "total", "requested_by", "open_issues",
-                    "created_at")
+    list_display = (
+        "reference",
+        "title",
+        "state",
+        "po_number",
+        "po_state",
+        "total",
+        "requested_by",
+        "open_issues",
+        "created_at",
+    )
     list_filter = ("state", "po_state", "is_open")
     search_fields = ("title", "po_number", "budget_code", "dedup_key", "=id")
-    readonly_fields = ("state", "is_open", "approval_round", "approval_chain", "submitted_at", "approved_at",
-                       "decided_at", "po_number", "po_state", "po_idempotency_key", "po_created_at", "po_attempts",
-                       "po_error", "supplier", "invoice_number", "invoiced_amount", "trigger_count",
-                       "last_triggered_at", "notes", "correlation_id", "dedup_key", "ticket_ref", "requested_by")
+    readonly_fields = (
+        "state",
+        "is_open",
+        "approval_round",
+        "approval_chain",
+        "submitted_at",
+        "approved_at",
+        "decided_at",
+        "po_number",
+        "po_state",
+        "po_idempotency_key",
+        "po_created_at",
+        "po_attempts",
+        "po_error",
+        "supplier",
+        "invoice_number",
+        "invoiced_amount",
+        "trigger_count",
+        "last_triggered_at",
+        "notes",
+        "correlation_id",
+        "dedup_key",
+        "ticket_ref",
+        "requested_by",
+    )
     inlines = (RequestLineInline, ApprovalInline, ShipmentInline, DiscrepancyInline)
     actions = ("submit_selected", "approve_selected", "retry_order_selected")
 
@@ -145,8 +193,18 @@ class ShipmentItemInline(admin.TabularInline):
     extra = 0
     max_num = 0
     can_delete = False
-    fields = ("serial", "line", "status", "is_expected", "is_received", "expected_quantity", "received_quantity",
-              "node", "accelerator", "part_item")
+    fields = (
+        "serial",
+        "line",
+        "status",
+        "is_expected",
+        "is_received",
+        "expected_quantity",
+        "received_quantity",
+        "node",
+        "accelerator",
+        "part_item",
+    )
     readonly_fields = fields
 
 
@@ -167,8 +225,20 @@ class DiscrepancyAdmin(admin.ModelAdmin):
     list_display = ("request", "kind", "serial", "status", "detail", "created_at")
     list_filter = ("status", "kind")
     search_fields = ("serial", "request__po_number", "detail")
-    readonly_fields = ("request", "shipment", "line", "kind", "serial", "expected_quantity", "actual_quantity",
-                       "detail", "subject_key", "created_at", "resolved_at", "resolved_by")
+    readonly_fields = (
+        "request",
+        "shipment",
+        "line",
+        "kind",
+        "serial",
+        "expected_quantity",
+        "actual_quantity",
+        "detail",
+        "subject_key",
+        "created_at",
+        "resolved_at",
+        "resolved_by",
+    )
     actions = ("resolve_selected",)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -189,8 +259,17 @@ class DiscrepancyAdmin(admin.ModelAdmin):
 
 @admin.register(InboundEvent)
 class InboundEventAdmin(admin.ModelAdmin):
-    list_display = ("received_at", "channel", "source", "event_id", "type", "status", "waits_for", "attempts",
-                    "request")
+    list_display = (
+        "received_at",
+        "channel",
+        "source",
+        "event_id",
+        "type",
+        "status",
+        "waits_for",
+        "attempts",
+        "request",
+    )
     list_filter = ("channel", "status", "type", "source")
     search_fields = ("event_id", "waits_for", "error")
     readonly_fields = [f.name for f in InboundEvent._meta.fields]

@@ -46,12 +46,21 @@ class FakeProcurementState:
                 return self.orders[self.by_key[key]], False
             number = f"PO-{next(self.numbers)}"
             order = {
-                "po_number": number, "state": "created", "request_ref": body.get("request_ref", ""),
+                "po_number": number,
+                "state": "created",
+                "request_ref": body.get("request_ref", ""),
                 "supplier": "Simulated Supplier GmbH",
-                "lines": [{"line_ref": line.get("line_ref", ""), "po_line_ref": f"{number}-{i}",
-                           "quantity": line.get("quantity", 0), "state": "created", "sku": line.get("sku", ""),
-                           "site": line.get("site", "")}
-                          for i, line in enumerate(body.get("lines") or [], start=1)],
+                "lines": [
+                    {
+                        "line_ref": line.get("line_ref", ""),
+                        "po_line_ref": f"{number}-{i}",
+                        "quantity": line.get("quantity", 0),
+                        "state": "created",
+                        "sku": line.get("sku", ""),
+                        "site": line.get("site", ""),
+                    }
+                    for i, line in enumerate(body.get("lines") or [], start=1)
+                ],
             }
             self.orders[number] = order
             self.by_key[key] = number
@@ -185,8 +194,15 @@ class _Server(ThreadingHTTPServer):
 class FakeProcurementServer:
     """Run the fake in a background thread: `with FakeProcurementServer() as fake: fake.url ...`."""
 
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, token: str = "", timeout_delay_s: float = 2.0,
-                 verbose: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token: str = "",
+        timeout_delay_s: float = 2.0,
+        verbose: bool = False,
+    ) -> None:
         self.httpd = _Server((host, port), _Handler)
         self.httpd.state = FakeProcurementState(token=token, timeout_delay_s=timeout_delay_s)
         self.httpd.verbose = verbose

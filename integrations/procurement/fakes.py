@@ -61,9 +61,14 @@ class FakeProcurementClient:
                 return self._orders[self._by_key[idempotency_key]]
             number = f"PO-{next(self._numbers)}"
             po = PurchaseOrder(
-                po_number=number, state="created", request_ref=draft.request_ref, supplier="Fake Supplier Ltd",
-                lines=tuple(OrderLine(line_ref=line.line_ref, po_line_ref=f"{number}-{i}", quantity=line.quantity)
-                            for i, line in enumerate(draft.lines, start=1)),
+                po_number=number,
+                state="created",
+                request_ref=draft.request_ref,
+                supplier="Fake Supplier Ltd",
+                lines=tuple(
+                    OrderLine(line_ref=line.line_ref, po_line_ref=f"{number}-{i}", quantity=line.quantity)
+                    for i, line in enumerate(draft.lines, start=1)
+                ),
             )
             self._orders[number] = po
             self._by_key[idempotency_key] = number

@@ -39,10 +39,20 @@ class JsonHttp:
         transport: an httpx transport (tests may pass httpx.MockTransport); None for the network.
     """
 
-    def __init__(self, *, base_url: str, token: str = "", connect_timeout_s: float = 3.0, timeout_s: float = 10.0,
-                 attempts: int = 3, backoff_s: float = 0.5, backoff_max_s: float = 8.0,
-                 sleep: Callable[[float], None] = time.sleep, transport: httpx.BaseTransport | None = None,
-                 user_agent: str = "gpuops") -> None:
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        token: str = "",
+        connect_timeout_s: float = 3.0,
+        timeout_s: float = 10.0,
+        attempts: int = 3,
+        backoff_s: float = 0.5,
+        backoff_max_s: float = 8.0,
+        sleep: Callable[[float], None] = time.sleep,
+        transport: httpx.BaseTransport | None = None,
+        user_agent: str = "gpuops",
+    ) -> None:
         headers = {"Accept": "application/json", "User-Agent": user_agent}
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -52,7 +62,9 @@ class JsonHttp:
         self.backoff_max_s = backoff_max_s
         self._sleep = sleep
         self._client = httpx.Client(
-            base_url=self.base_url, headers=headers, transport=transport,
+            base_url=self.base_url,
+            headers=headers,
+            transport=transport,
             timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
         )
 
@@ -60,7 +72,7 @@ class JsonHttp:
         self._client.close()
 
     def _delay(self, attempt: int, retry_after: str | None) -> float:
-        cap = min(self.backoff_max_s, self.backoff_s * (2 ** attempt))
+        cap = min(self.backoff_max_s, self.backoff_s * (2**attempt))
         if retry_after:
             try:
                 return min(self.backoff_max_s, max(0.0, float(retry_after)))
@@ -68,8 +80,15 @@ class JsonHttp:
                 pass  # an HTTP-date: fall back to our own backoff
         return random.uniform(0, cap)  # jitter, not cryptography
 
-    def request(self, method: str, path: str, *, json: Any = None, idempotency_key: str | None = None,
-                headers: Mapping[str, str] | None = None) -> Any:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        idempotency_key: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Any:
         """Send one logical request (retried as needed); return the decoded JSON body (None when empty).
 
         Raises:
@@ -93,14 +112,20 @@ class JsonHttp:
                 if response.status_code < 400:
                     return self._decode(response, peer)
                 if response.status_code not in RETRY_STATUSES:
-                    raise PermanentError(f"{method} answered {response.status_code}: {response.text[:300]}",
-                                         peer=peer)
+                    raise PermanentError(f"{method} answered {response.status_code}: {response.text[:300]}", peer=peer)
                 last = f"HTTP {response.status_code}"
                 retry_after = response.headers.get("Retry-After")
             if attempt + 1 < self.attempts:
                 delay = self._delay(attempt, retry_after)
-                logger.warning("%s %s: %s; retry %d/%d in %.2fs (same Idempotency-Key)", method, peer, last,
-                               attempt + 1, self.attempts - 1, delay)
+                logger.warning(
+                    "%s %s: %s; retry %d/%d in %.2fs (same Idempotency-Key)",
+                    method,
+                    peer,
+                    last,
+                    attempt + 1,
+                    self.attempts - 1,
+                    delay,
+                )
                 self._sleep(delay)
         raise TransientError(f"{method} failed after {self.attempts} attempts: {last}", peer=peer)
 

@@ -55,8 +55,9 @@ def event_enqueue(event: InboundEvent) -> None:
     import_string(CHANNEL_TASKS[event.channel]).delay(event.pk)
 
 
-def event_record(*, channel: str, source: str, event: dict[str, Any],
-                 signed_with: int = 0) -> tuple[InboundEvent, bool]:
+def event_record(
+    *, channel: str, source: str, event: dict[str, Any], signed_with: int = 0
+) -> tuple[InboundEvent, bool]:
     """Store a verified, schema-valid event. Returns (row, created); created is False for a replayed event id.
 
     Call inside the request's transaction; the caller enqueues processing on commit only when created.
@@ -66,9 +67,15 @@ def event_record(*, channel: str, source: str, event: dict[str, Any],
         # A savepoint: the duplicate's IntegrityError must not poison the caller's transaction.
         with transaction.atomic():
             row = InboundEvent.objects.create(
-                channel=channel, source=source, event_id=event["id"], type=event["type"], payload=event,
+                channel=channel,
+                source=source,
+                event_id=event["id"],
+                type=event["type"],
+                payload=event,
                 signed_with=signed_with,
-                occurred_at=occurred, received_at=timezone.now())
+                occurred_at=occurred,
+                received_at=timezone.now(),
+            )
     except IntegrityError:
         return InboundEvent.objects.get(source=source, event_id=event["id"]), False
     return row, True
@@ -76,9 +83,9 @@ def event_record(*, channel: str, source: str, event: dict[str, Any],
 
 def event_claim(event_pk: int) -> InboundEvent | None:
     """Compare-and-set pending/deferred -> processing. None when another worker has it or it is finished."""
-    claimed = InboundEvent.objects.filter(
-        pk=event_pk, status__in=(EventStatus.PENDING, EventStatus.DEFERRED)
-    ).update(status=EventStatus.PROCESSING, attempts=F("attempts") + 1, claimed_at=timezone.now())
+    claimed = InboundEvent.objects.filter(pk=event_pk, status__in=(EventStatus.PENDING, EventStatus.DEFERRED)).update(
+        status=EventStatus.PROCESSING, attempts=F("attempts") + 1, claimed_at=timezone.now()
+    )
     if not claimed:
         return None
     return InboundEvent.objects.get(pk=event_pk)
@@ -111,16 +118,23 @@ def event_run(event_pk: int, handler: EventHandler) -> str:
     except Exception as exc:
         # A handler bug or bad data must not be retried forever (poison message); keep it visible instead.
         logger.exception("event %s failed", event)
-        _finish(event_pk, status=EventStatus.FAILED, processed_at=timezone.now(),
-                error=f"{type(exc).__name__}: {exc}"[:5000])
+        _finish(
+            event_pk,
+            status=EventStatus.FAILED,
+            processed_at=timezone.now(),
+            error=f"{type(exc).__name__}: {exc}"[:5000],
+        )
         return EventStatus.FAILED
     return EventStatus.PROCESSED
 
 
 def events_waiting(waits_for: str) -> list[int]:
     """Ids of deferred events waiting for `waits_for`, oldest first."""
-    return list(InboundEvent.objects.filter(status=EventStatus.DEFERRED, waits_for=waits_for)
-                .order_by("received_at", "id").values_list("pk", flat=True))
+    return list(
+        InboundEvent.objects.filter(status=EventStatus.DEFERRED, waits_for=waits_for)
+        .order_by("received_at", "id")
+        .values_list("pk", flat=True)
+    )
 
 
 def events_expire_deferred(*, older_than: dt.timedelta, now: dt.datetime | None = None) -> int:
@@ -130,8 +144,10 @@ def events_expire_deferred(*, older_than: dt.timedelta, now: dt.datetime | None 
     count = 0
     for event in stale:
         count += InboundEvent.objects.filter(pk=event.pk, status=EventStatus.DEFERRED).update(
-            status=EventStatus.FAILED, processed_at=timezone.now(),
-            error=f"gave up: {event.waits_for} did not arrive within {older_than}")
+            status=EventStatus.FAILED,
+            processed_at=timezone.now(),
+            error=f"gave up: {event.waits_for} did not arrive within {older_than}",
+        )
     return count
 
 
@@ -141,17 +157,20 @@ def events_reclaim_stuck(*, older_than: dt.timedelta, now: dt.datetime | None = 
     Safe because processing is one transaction: a dead worker's half-done work was rolled back.
     """
     cutoff = (now or timezone.now()) - older_than
-    ids = list(InboundEvent.objects.filter(status=EventStatus.PROCESSING, claimed_at__lt=cutoff)
-               .values_list("pk", flat=True))
+    ids = list(
+        InboundEvent.objects.filter(status=EventStatus.PROCESSING, claimed_at__lt=cutoff).values_list("pk", flat=True)
+    )
     InboundEvent.objects.filter(pk__in=ids, status=EventStatus.PROCESSING).update(
-        status=EventStatus.PENDING, error="re-queued: the worker processing it was lost")
+        status=EventStatus.PENDING, error="re-queued: the worker processing it was lost"
+    )
     return ids
 
 
 def event_requeue(event_pk: int) -> bool:
     """Put a failed event back to pending (admin "re-run"). The caller enqueues its task on commit."""
-    return bool(InboundEvent.objects.filter(pk=event_pk, status=EventStatus.FAILED).update(
-        status=EventStatus.PENDING, error=""))
+    return bool(
+        InboundEvent.objects.filter(pk=event_pk, status=EventStatus.FAILED).update(status=EventStatus.PENDING, error="")
+    )
 
 
 __all__ = [

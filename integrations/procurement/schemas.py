@@ -47,6 +47,7 @@ def nul_paths(value: Any, path: tuple[Any, ...] = ()) -> list[str]:
             found.extend(nul_paths(item, (*path, index)))
     return found
 
+
 _STR = {"type": "string", "minLength": 1, "maxLength": 200}
 _SERIAL = {"type": "string", "minLength": 1, "maxLength": 100, "pattern": r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$"}
 _SERIALS = {"type": "array", "items": _SERIAL, "maxItems": 10000, "uniqueItems": True}
@@ -76,16 +77,27 @@ PROCUREMENT_DATA_SCHEMAS: dict[str, dict[str, Any]] = {
             "supplier": {"type": "string", "maxLength": 200},
             "total_amount": _MONEY,
             "currency": {"type": "string", "minLength": 3, "maxLength": 3},
-            "lines": {"type": "array", "items": {
-                "type": "object", "required": ["line_ref"],
-                "properties": {"line_ref": _STR, "po_line_ref": _STR, "quantity": {"type": "integer", "minimum": 1},
-                               "unit_price": _MONEY},
-            }},
+            "lines": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["line_ref"],
+                    "properties": {
+                        "line_ref": _STR,
+                        "po_line_ref": _STR,
+                        "quantity": {"type": "integer", "minimum": 1},
+                        "unit_price": _MONEY,
+                    },
+                },
+            },
         },
     },
     "po.approved": {"type": "object", "required": ["po_number"], "properties": {**_PO, "approved_by": _STR}},
-    "po.cancelled": {"type": "object", "required": ["po_number"],
-                     "properties": {**_PO, "reason": {"type": "string", "maxLength": 500}}},
+    "po.cancelled": {
+        "type": "object",
+        "required": ["po_number"],
+        "properties": {**_PO, "reason": {"type": "string", "maxLength": 500}},
+    },
     "shipment.dispatched": {
         "type": "object",
         "required": ["po_number", "shipment_id", "lines"],
@@ -95,11 +107,20 @@ PROCUREMENT_DATA_SCHEMAS: dict[str, dict[str, Any]] = {
             "carrier": {"type": "string", "maxLength": 100},
             "tracking": {"type": "string", "maxLength": 100},
             "expected_at": _DATETIME,
-            "lines": {"type": "array", "minItems": 1, "items": {
-                "type": "object", "required": ["line_ref"],
-                "properties": {"line_ref": _STR, "serials": _SERIALS, "quantity": {"type": "integer", "minimum": 0}},
-                "anyOf": [{"required": ["serials"]}, {"required": ["quantity"]}],
-            }},
+            "lines": {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "required": ["line_ref"],
+                    "properties": {
+                        "line_ref": _STR,
+                        "serials": _SERIALS,
+                        "quantity": {"type": "integer", "minimum": 0},
+                    },
+                    "anyOf": [{"required": ["serials"]}, {"required": ["quantity"]}],
+                },
+            },
         },
     },
     "shipment.delivered": {
@@ -110,19 +131,33 @@ PROCUREMENT_DATA_SCHEMAS: dict[str, dict[str, Any]] = {
             "shipment_id": _STR,
             "site": {"type": "string", "minLength": 1, "maxLength": 32},
             "delivered_at": _DATETIME,
-            "lines": {"type": "array", "minItems": 1, "items": {
-                "type": "object", "required": ["line_ref"],
-                "properties": {"line_ref": _STR, "serials": _SERIALS, "quantity": {"type": "integer", "minimum": 0},
-                               "warranty_months": {"type": "integer", "minimum": 0, "maximum": 240}},
-                "anyOf": [{"required": ["serials"]}, {"required": ["quantity"]}],
-            }},
+            "lines": {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "required": ["line_ref"],
+                    "properties": {
+                        "line_ref": _STR,
+                        "serials": _SERIALS,
+                        "quantity": {"type": "integer", "minimum": 0},
+                        "warranty_months": {"type": "integer", "minimum": 0, "maximum": 240},
+                    },
+                    "anyOf": [{"required": ["serials"]}, {"required": ["quantity"]}],
+                },
+            },
         },
     },
     "invoice.posted": {
         "type": "object",
         "required": ["po_number", "invoice_number", "amount"],
-        "properties": {**_PO, "invoice_number": _STR, "amount": _MONEY,
-                       "currency": {"type": "string", "minLength": 3, "maxLength": 3}, "posted_at": _DATETIME},
+        "properties": {
+            **_PO,
+            "invoice_number": _STR,
+            "amount": _MONEY,
+            "currency": {"type": "string", "minLength": 3, "maxLength": 3},
+            "posted_at": _DATETIME,
+        },
     },
 }
 

@@ -65,8 +65,14 @@ def headers_sign(*, secret: str, source: str, body: bytes, timestamp: int | None
     }
 
 
-def signature_verify(*, headers: Mapping[str, str], body: bytes, secrets_for: Mapping[str, Sequence[str]],
-                     window_s: int, now: float | None = None) -> Verified:
+def signature_verify(
+    *,
+    headers: Mapping[str, str],
+    body: bytes,
+    secrets_for: Mapping[str, Sequence[str]],
+    window_s: int,
+    now: float | None = None,
+) -> Verified:
     """Check the source, the timestamp window and the MAC of a request. Returns what matched.
 
     Args:
@@ -82,14 +88,16 @@ def signature_verify(*, headers: Mapping[str, str], body: bytes, secrets_for: Ma
     raw_ts = (headers.get(TIMESTAMP_HEADER) or "").strip()
     raw_sig = (headers.get(SIGNATURE_HEADER) or "").strip()
     if not source or not raw_ts or not raw_sig:
-        missing = [h for h, v in ((SOURCE_HEADER, source), (TIMESTAMP_HEADER, raw_ts), (SIGNATURE_HEADER, raw_sig))
-                   if not v]
+        missing = [
+            h for h, v in ((SOURCE_HEADER, source), (TIMESTAMP_HEADER, raw_ts), (SIGNATURE_HEADER, raw_sig)) if not v
+        ]
         raise SignatureError("missing_header", f"Missing header(s): {', '.join(missing)}.", status=400)
     scheme, _, digest = raw_sig.partition("=")
     # Only ASCII hex: hmac.compare_digest raises TypeError on non-ASCII text (a header such as 'sha256=é...').
     if scheme != SCHEME or len(digest) != 64 or not _HEX.fullmatch(digest):
-        raise SignatureError("malformed_signature", f"{SIGNATURE_HEADER} must be '{SCHEME}=<64 hex digits>'.",
-                             status=400)
+        raise SignatureError(
+            "malformed_signature", f"{SIGNATURE_HEADER} must be '{SCHEME}=<64 hex digits>'.", status=400
+        )
     try:
         if not _UNIX_SECONDS.fullmatch(raw_ts):  # int() would also take '١٧٦٧' and '1_767'
             raise ValueError(raw_ts)

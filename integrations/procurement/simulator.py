@@ -24,8 +24,13 @@ from .models import ProcurementRequest, RequestLine, RequestState
 from .signatures import headers_sign
 
 EVENTS_PATH = "/api/integrations/procurement/events/"
-APPROVED_STATES = (RequestState.APPROVED, RequestState.ORDERED, RequestState.PARTIALLY_RECEIVED,
-                   RequestState.RECEIVED, RequestState.CLOSED)
+APPROVED_STATES = (
+    RequestState.APPROVED,
+    RequestState.ORDERED,
+    RequestState.PARTIALLY_RECEIVED,
+    RequestState.RECEIVED,
+    RequestState.CLOSED,
+)
 
 
 class SimulationError(Exception):
@@ -45,11 +50,17 @@ class EventSender:
 
     def send(self, event_type: str, data: dict[str, Any], *, event_id: str | None = None) -> dict[str, Any]:
         """Send one event; return the server's JSON answer. Raises SimulationError unless 200/202."""
-        event = {"id": event_id or f"sim-{uuid.uuid4().hex}", "type": event_type,
-                 "occurred_at": timezone.now().isoformat(), "data": data}
+        event = {
+            "id": event_id or f"sim-{uuid.uuid4().hex}",
+            "type": event_type,
+            "occurred_at": timezone.now().isoformat(),
+            "data": data,
+        }
         body = json.dumps(event).encode()
-        headers = {"Content-Type": "application/json",
-                   **headers_sign(secret=self.secret, source=self.source, body=body)}
+        headers = {
+            "Content-Type": "application/json",
+            **headers_sign(secret=self.secret, source=self.source, body=body),
+        }
         target = self.url.rstrip("/") + EVENTS_PATH
         try:
             response = httpx.post(target, content=body, headers=headers, timeout=self.timeout_s)
@@ -57,8 +68,9 @@ class EventSender:
             raise SimulationError(f"cannot reach gpuops at {target}: {type(exc).__name__}: {exc}") from exc
         self.sent.append((event_type, response.status_code))
         if response.status_code not in (200, 202):
-            raise SimulationError(f"{event_type} refused by {target}: HTTP {response.status_code}: "
-                                  f"{response.text[:500]}")
+            raise SimulationError(
+                f"{event_type} refused by {target}: HTTP {response.status_code}: {response.text[:500]}"
+            )
         answer = response.json() if response.content else {}
         self.say(f"  -> {event_type} {event['id']}: HTTP {response.status_code} {answer.get('status', '')}")
         return answer
@@ -84,8 +96,16 @@ def _wait_for(predicate: Callable[[], bool], wait_s: float) -> bool:
         time.sleep(0.5)
 
 
-def scenario_full(sender: EventSender, request: ProcurementRequest, *, missing: int = 0, unexpected: int = 0,
-                  out_of_order: bool = False, wait_s: float = 0.0, delay_s: float = 0.0) -> ScenarioResult:
+def scenario_full(
+    sender: EventSender,
+    request: ProcurementRequest,
+    *,
+    missing: int = 0,
+    unexpected: int = 0,
+    out_of_order: bool = False,
+    wait_s: float = 0.0,
+    delay_s: float = 0.0,
+) -> ScenarioResult:
     """Take an approved request through PO created -> approved -> dispatched -> delivered -> invoiced.
 
     One shipment per delivery site. `missing` serials are dispatched but left out of the delivery; `unexpected`
@@ -101,17 +121,28 @@ def scenario_full(sender: EventSender, request: ProcurementRequest, *, missing: 
 
     say(f"[1] approval: {request.reference} '{request.title}' is {request.get_state_display()}")
     if not _wait_for(lambda: fresh().state in APPROVED_STATES, wait_s):
-        raise SimulationError(f"{request.reference} is {fresh().get_state_display()}, not approved; approve it in "
-                              "gpuops (admin, API or ticket) first, or pass --wait to wait for it.")
+        raise SimulationError(
+            f"{request.reference} is {fresh().get_state_display()}, not approved; approve it in "
+            "gpuops (admin, API or ticket) first, or pass --wait to wait for it."
+        )
     _wait_for(lambda: bool(fresh().po_number), wait_s)  # gpuops places the PO through its adapter
     req = fresh()
     po_number = req.po_number or f"SIM-PO-{req.pk}-{secrets.token_hex(2).upper()}"
     origin = "placed by gpuops through its adapter" if req.po_number else "created by a buyer in procurement"
     lines = list(RequestLine.objects.filter(request=req).select_related("site", "part_model").order_by("line_no"))
     say(f"[2] po.created: {po_number} ({origin}), {len(lines)} line(s)")
-    sender.send("po.created", {"po_number": po_number, "request_ref": req.reference, "supplier": "Simulated Supplier",
-                               "lines": [{"line_ref": line.line_ref, "po_line_ref": f"{po_number}-{line.line_no}",
-                                          "quantity": line.quantity} for line in lines]})
+    sender.send(
+        "po.created",
+        {
+            "po_number": po_number,
+            "request_ref": req.reference,
+            "supplier": "Simulated Supplier",
+            "lines": [
+                {"line_ref": line.line_ref, "po_line_ref": f"{po_number}-{line.line_no}", "quantity": line.quantity}
+                for line in lines
+            ],
+        },
+    )
     approved = {"po_number": po_number, "approved_by": "procurement-simulator"}
     if not out_of_order:
         time.sleep(delay_s)
@@ -148,16 +179,28 @@ def scenario_full(sender: EventSender, request: ProcurementRequest, *, missing: 
             dispatched.append({"line_ref": line.line_ref, "serials": serials})
             delivered.append({"line_ref": line.line_ref, "serials": got})
         result.shipments[shipment_id] = [s for d in delivered for s in d.get("serials", [])]
-        dispatch = {"po_number": po_number, "shipment_id": shipment_id, "carrier": "SimFreight",
-                    "tracking": f"SF{token}{n:03d}", "lines": dispatched}
-        delivery = {"po_number": po_number, "shipment_id": shipment_id, "site": site,
-                    "delivered_at": timezone.now().isoformat(), "lines": delivered}
+        dispatch = {
+            "po_number": po_number,
+            "shipment_id": shipment_id,
+            "carrier": "SimFreight",
+            "tracking": f"SF{token}{n:03d}",
+            "lines": dispatched,
+        }
+        delivery = {
+            "po_number": po_number,
+            "shipment_id": shipment_id,
+            "site": site,
+            "delivered_at": timezone.now().isoformat(),
+            "lines": delivered,
+        }
         steps = [("shipment.dispatched", dispatch), ("shipment.delivered", delivery)]
         for event_type, data in reversed(steps) if out_of_order else steps:
             time.sleep(delay_s)
             count = sum(len(d.get("serials", [])) or d.get("quantity", 0) for d in data["lines"])
-            say(f"[{4 if event_type == 'shipment.dispatched' else 5}] {event_type}: {shipment_id} to {site}, "
-                f"{count} item(s)")
+            say(
+                f"[{4 if event_type == 'shipment.dispatched' else 5}] {event_type}: {shipment_id} to {site}, "
+                f"{count} item(s)"
+            )
             sender.send(event_type, data)
     if out_of_order:
         say(f"[3] po.approved (late): {po_number}")
@@ -165,8 +208,15 @@ def scenario_full(sender: EventSender, request: ProcurementRequest, *, missing: 
     time.sleep(delay_s)
     amount = req.total_amount
     say(f"[6] invoice.posted: INV-{po_number} {amount:,.2f} {req.currency}")
-    sender.send("invoice.posted", {"po_number": po_number, "invoice_number": f"INV-{po_number}",
-                                   "amount": f"{amount:.2f}", "currency": req.currency})
+    sender.send(
+        "invoice.posted",
+        {
+            "po_number": po_number,
+            "invoice_number": f"INV-{po_number}",
+            "amount": f"{amount:.2f}",
+            "currency": req.currency,
+        },
+    )
     if result.missing or result.unexpected:
         say(f"    expect discrepancies: missing {result.missing}, unexpected {result.unexpected}")
     return result

@@ -66,12 +66,18 @@ def sweep(self) -> dict[str, int]:
     for event in InboundEvent.objects.filter(pk__in=stuck):
         event_enqueue(event)
     expired = events_expire_deferred(older_than=dt.timedelta(hours=procurement_setting("DEFERRED_EVENT_TIMEOUT_H")))
-    orphans = list(ProcurementRequest.objects.filter(state=RequestState.APPROVED, po_number="", po_error="")
-                   .values_list("pk", flat=True))
+    orphans = list(
+        ProcurementRequest.objects.filter(state=RequestState.APPROVED, po_number="", po_error="").values_list(
+            "pk", flat=True
+        )
+    )
     for request_id in orphans:
         place_order.delay(request_id)
-    waiting = (Shipment.objects.filter(delivered_at__isnull=False, is_dispatch_known=False)
-               .values_list("request_id", flat=True).distinct())
+    waiting = (
+        Shipment.objects.filter(delivered_at__isnull=False, is_dispatch_known=False)
+        .values_list("request_id", flat=True)
+        .distinct()
+    )
     with change_context(source=ChangeSource.SYSTEM):
         for request in ProcurementRequest.objects.filter(pk__in=list(waiting)):
             request_reconcile(request)

@@ -74,12 +74,21 @@ class SignedEventWebhook(View):
         sources = self.sources()
         try:
             verified = signature_verify(
-                headers=request.headers, body=body, window_s=self.window_s(),
-                secrets_for={name: webhook_secrets(sources, name) for name in sources})
+                headers=request.headers,
+                body=body,
+                window_s=self.window_s(),
+                secrets_for={name: webhook_secrets(sources, name) for name in sources},
+            )
         except SignatureError as exc:
             security_log.warning(
-                "%s webhook refused: %s (%s) source=%r ip=%s path=%s", self.channel, exc.reason, exc,
-                request.headers.get(SOURCE_HEADER, "")[:64], _client_ip(request), request.path)
+                "%s webhook refused: %s (%s) source=%r ip=%s path=%s",
+                self.channel,
+                exc.reason,
+                exc,
+                request.headers.get(SOURCE_HEADER, "")[:64],
+                _client_ip(request),
+                request.path,
+            )
             code = "not_authenticated" if exc.status == 401 else "invalid_signature_headers"
             return error_response(exc.status, code, str(exc))
         try:
@@ -91,18 +100,28 @@ class SignedEventWebhook(View):
             first = next(iter(fields))
             return error_response(400, "invalid", f"{first}: {fields[first][0]}", fields)
         with transaction.atomic(), change_context(source=ChangeSource.INTEGRATION):
-            row, created = event_record(channel=self.channel, source=verified.source, event=event,
-                                        signed_with=verified.secret_index)
+            row, created = event_record(
+                channel=self.channel, source=verified.source, event=event, signed_with=verified.secret_index
+            )
             if created:
                 transaction.on_commit(lambda: event_enqueue(row))
         if not created:
             same = row.payload == event
-            security_log.info("%s webhook: replayed event id %s from %s (%s payload); ignored", self.channel,
-                              event["id"], verified.source, "same" if same else "DIFFERENT")
+            security_log.info(
+                "%s webhook: replayed event id %s from %s (%s payload); ignored",
+                self.channel,
+                event["id"],
+                verified.source,
+                "same" if same else "DIFFERENT",
+            )
             return JsonResponse({"status": "duplicate", "event_id": event["id"]}, status=200)
         if verified.secret_index > 0:
-            logger.info("%s event %s verified with the previous secret of %s (rotation in progress)", self.channel,
-                        event["id"], verified.source)
+            logger.info(
+                "%s event %s verified with the previous secret of %s (rotation in progress)",
+                self.channel,
+                event["id"],
+                verified.source,
+            )
         return JsonResponse({"status": "accepted", "event_id": event["id"]}, status=202)
 
 

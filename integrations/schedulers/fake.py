@@ -59,9 +59,14 @@ class FakeScheduler:
     def node_state(self, node: SchedulerNode) -> SchedulerNodeState:
         self._enter("node_state")
         n = self._node(node)
-        return SchedulerNodeState(name=node.name, state="drained" if not n.schedulable and not n.running else "x",
-                                  is_schedulable=n.schedulable, is_drained=not n.schedulable and n.running == 0,
-                                  running=n.running, reason=n.reason)
+        return SchedulerNodeState(
+            name=node.name,
+            state="drained" if not n.schedulable and not n.running else "x",
+            is_schedulable=n.schedulable,
+            is_drained=not n.schedulable and n.running == 0,
+            running=n.running,
+            reason=n.reason,
+        )
 
     def remove(self, node: SchedulerNode, *, reason: str) -> None:
         self._enter("remove")

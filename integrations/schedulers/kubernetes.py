@@ -22,9 +22,17 @@ from .base import SchedulerNode, SchedulerNodeState
 from .runners import CommandResult, CommandRunner, runner_build
 
 REASON_ANNOTATION = "gpuops.io/drain-reason"
-_TRANSIENT = ("unable to connect to the server", "i/o timeout", "connection refused", "tls handshake timeout",
-              "serviceunavailable", "the server is currently unable", "etcdserver: request timed out",
-              "too many requests", "connection reset by peer")
+_TRANSIENT = (
+    "unable to connect to the server",
+    "i/o timeout",
+    "connection refused",
+    "tls handshake timeout",
+    "serviceunavailable",
+    "the server is currently unable",
+    "etcdserver: request timed out",
+    "too many requests",
+    "connection reset by peer",
+)
 
 
 def pods_blocking_drain(pods_json: dict[str, Any]) -> int:
@@ -46,8 +54,16 @@ def pods_blocking_drain(pods_json: dict[str, Any]) -> int:
 class KubectlScheduler:
     """The Scheduler protocol on kubectl."""
 
-    def __init__(self, runner: CommandRunner | None = None, *, kubectl: str = "kubectl", context: str = "",
-                 drain_timeout_s: int = 120, timeout_s: float = 60.0, **runner_options: object) -> None:
+    def __init__(
+        self,
+        runner: CommandRunner | None = None,
+        *,
+        kubectl: str = "kubectl",
+        context: str = "",
+        drain_timeout_s: int = 120,
+        timeout_s: float = 60.0,
+        **runner_options: object,
+    ) -> None:
         self.runner = runner or runner_build(**runner_options)  # type: ignore[arg-type]
         self.kubectl, self.context = kubectl, context
         self.drain_timeout_s, self.timeout_s = drain_timeout_s, timeout_s
@@ -65,11 +81,16 @@ class KubectlScheduler:
 
     def drain(self, node: SchedulerNode, *, reason: str) -> None:
         self._run("cordon", node.name)
-        self._run("annotate", "node", node.name, f"{REASON_ANNOTATION}={' '.join(reason.split())[:250]}",
-                  "--overwrite")
-        result = self._run("drain", node.name, "--ignore-daemonsets", "--delete-emptydir-data",
-                           f"--timeout={self.drain_timeout_s}s", timeout_s=self.drain_timeout_s + 30,
-                           allow_fail=True)
+        self._run("annotate", "node", node.name, f"{REASON_ANNOTATION}={' '.join(reason.split())[:250]}", "--overwrite")
+        result = self._run(
+            "drain",
+            node.name,
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            f"--timeout={self.drain_timeout_s}s",
+            timeout_s=self.drain_timeout_s + 30,
+            allow_fail=True,
+        )
         if not result.ok:
             text = result.output.lower()
             if any(t in text for t in _TRANSIENT):
@@ -84,19 +105,28 @@ class KubectlScheduler:
     def node_state(self, node: SchedulerNode) -> SchedulerNodeState:
         try:
             info = json.loads(self._run("get", "node", node.name, "-o", "json").stdout)
-            pods = json.loads(self._run("get", "pods", "--all-namespaces", "--field-selector",
-                                        f"spec.nodeName={node.name}", "-o", "json").stdout)
+            pods = json.loads(
+                self._run(
+                    "get", "pods", "--all-namespaces", "--field-selector", f"spec.nodeName={node.name}", "-o", "json"
+                ).stdout
+            )
         except json.JSONDecodeError as exc:
             raise PermanentError(f"kubectl returned non-JSON: {exc}", peer=self.runner.peer) from exc
         unschedulable = bool(info.get("spec", {}).get("unschedulable"))
-        ready = next((c.get("status") for c in info.get("status", {}).get("conditions", [])
-                      if c.get("type") == "Ready"), "Unknown")
+        ready = next(
+            (c.get("status") for c in info.get("status", {}).get("conditions", []) if c.get("type") == "Ready"),
+            "Unknown",
+        )
         running = pods_blocking_drain(pods)
         words = ["Ready" if ready == "True" else "NotReady"] + (["SchedulingDisabled"] if unschedulable else [])
         return SchedulerNodeState(
-            name=node.name, state=",".join(words), is_schedulable=not unschedulable,
-            is_drained=unschedulable and running == 0, running=running,
-            reason=(info.get("metadata", {}).get("annotations") or {}).get(REASON_ANNOTATION, ""))
+            name=node.name,
+            state=",".join(words),
+            is_schedulable=not unschedulable,
+            is_drained=unschedulable and running == 0,
+            running=running,
+            reason=(info.get("metadata", {}).get("annotations") or {}).get(REASON_ANNOTATION, ""),
+        )
 
     def remove(self, node: SchedulerNode, *, reason: str) -> None:
         self._run("delete", "node", node.name, "--ignore-not-found")

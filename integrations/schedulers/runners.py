@@ -65,8 +65,16 @@ class SshRunner:
     with spaces reaches scontrol as one argument. Credentials are the SSH agent's/keys', never ours.
     """
 
-    def __init__(self, host: str, *, user: str = "", port: int = 22, identity_file: str = "",
-                 connect_timeout_s: int = 10, ssh: str = "ssh") -> None:
+    def __init__(
+        self,
+        host: str,
+        *,
+        user: str = "",
+        port: int = 22,
+        identity_file: str = "",
+        connect_timeout_s: int = 10,
+        ssh: str = "ssh",
+    ) -> None:
         self.host, self.user, self.port = host, user, port
         self.identity_file, self.connect_timeout_s, self.ssh = identity_file, connect_timeout_s, ssh
         self.peer = f"{user + '@' if user else ''}{host}"
@@ -84,8 +92,9 @@ class SshRunner:
         return CommandResult(tuple(argv), result.returncode, result.stdout, result.stderr)
 
 
-def runner_build(*, ssh_host: str = "", ssh_user: str = "", ssh_port: int = 22, ssh_identity_file: str = ""
-                 ) -> CommandRunner:
+def runner_build(
+    *, ssh_host: str = "", ssh_user: str = "", ssh_port: int = 22, ssh_identity_file: str = ""
+) -> CommandRunner:
     """A local runner, or an SSH runner when `ssh_host` is given (adapter options from settings)."""
     if ssh_host:
         return SshRunner(ssh_host, user=ssh_user, port=ssh_port, identity_file=ssh_identity_file)

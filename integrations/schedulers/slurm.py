@@ -21,9 +21,14 @@ from .base import SchedulerNode, SchedulerNodeState
 from .runners import CommandResult, CommandRunner, runner_build
 
 # scontrol's words for "the controller is unreachable or busy": worth retrying.
-_TRANSIENT = ("unable to contact slurm controller", "socket timed out", "connection refused",
-              "communication connection failure", "slurm backup controller in standby mode",
-              "resource temporarily unavailable")
+_TRANSIENT = (
+    "unable to contact slurm controller",
+    "socket timed out",
+    "connection refused",
+    "communication connection failure",
+    "slurm backup controller in standby mode",
+    "resource temporarily unavailable",
+)
 _BUSY = {"ALLOCATED", "ALLOC", "MIXED", "MIX", "COMPLETING", "COMP"}
 _STATE = re.compile(r"(?:^|\s)State=(\S+)")
 _REASON = re.compile(r"(?:^|\s)Reason=(.*?)(?=\s+[A-Za-z]+=|$)")
@@ -41,15 +46,26 @@ def slurm_state_parse(name: str, text: str) -> SchedulerNodeState:
     down = bool(words & {"DOWN", "FAIL", "FUTURE"})
     busy = bool(words & _BUSY)
     return SchedulerNodeState(
-        name=name, state=raw, is_schedulable=not (draining or down), is_drained=(draining or down) and not busy,
-        running=None, reason=reason_match.group(1).strip() if reason_match else "")
+        name=name,
+        state=raw,
+        is_schedulable=not (draining or down),
+        is_drained=(draining or down) and not busy,
+        running=None,
+        reason=reason_match.group(1).strip() if reason_match else "",
+    )
 
 
 class SlurmScheduler:
     """The Scheduler protocol on Slurm's scontrol."""
 
-    def __init__(self, runner: CommandRunner | None = None, *, scontrol: str = "scontrol", timeout_s: float = 30.0,
-                 **runner_options: object) -> None:
+    def __init__(
+        self,
+        runner: CommandRunner | None = None,
+        *,
+        scontrol: str = "scontrol",
+        timeout_s: float = 30.0,
+        **runner_options: object,
+    ) -> None:
         self.runner = runner or runner_build(**runner_options)  # type: ignore[arg-type]
         self.scontrol = scontrol
         self.timeout_s = timeout_s

@@ -32,14 +32,19 @@ KIND_FILTERS = [*KIND_CHOICES, "problems"]  # what the report's `kind` filter ta
 
 # --- serialising (shared with the HTML views) -----------------------------------------------------------------
 
+
 def finding_dict(f: Finding) -> dict[str, Any]:
     return {
-        "kind": f.kind.value, "switch": f.switch, "port": f.port,
+        "kind": f.kind.value,
+        "switch": f.switch,
+        "port": f.port,
         "expected": str(f.expected) if f.expected else None,
         "found": str(f.found) if f.found else (str(f.observed) if f.observed else None),
         "swap_partner": str(f.swap_partner) if f.swap_partner else None,
-        "rail_violation": f.rail_violation or None, "conflict": f.conflict or None,
-        "elsewhere": str(f.elsewhere) if f.elsewhere else None, "message": f.message,
+        "rail_violation": f.rail_violation or None,
+        "conflict": f.conflict or None,
+        "elsewhere": str(f.elsewhere) if f.elsewhere else None,
+        "message": f.message,
     }
 
 
@@ -50,6 +55,7 @@ def summary_dict(findings: Iterable[Finding]) -> dict[str, Any]:
 
 
 # --- serializers ----------------------------------------------------------------------------------------------
+
 
 class CablingSummarySerializer(serializers.Serializer):
     ok = serializers.IntegerField()
@@ -70,8 +76,9 @@ class CablingFindingSerializer(serializers.Serializer):
     swap_partner = serializers.CharField(allow_null=True, help_text="The crossed port, switch:port.")
     rail_violation = serializers.CharField(allow_null=True)
     conflict = serializers.CharField(allow_null=True, help_text="How the switch's and the host's view disagree.")
-    elsewhere = serializers.CharField(allow_null=True,
-                                      help_text="Where the planned peer's host reports its cable, switch:port.")
+    elsewhere = serializers.CharField(
+        allow_null=True, help_text="Where the planned peer's host reports its cable, switch:port."
+    )
     message = serializers.CharField()
 
 
@@ -84,9 +91,10 @@ class CablingReportSerializer(serializers.Serializer):
 
 
 class CablingTicketSerializer(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=[k.value for k in FaultKind],
-                                   help_text="crossed (two cables to swap), moved (one cable to move), miswired, "
-                                             "missing or unexpected.")
+    kind = serializers.ChoiceField(
+        choices=[k.value for k in FaultKind],
+        help_text="crossed (two cables to swap), moved (one cable to move), miswired, missing or unexpected.",
+    )
     ports = serializers.ListField(child=serializers.CharField(), help_text="The fault's switch ports, switch:port.")
     title = serializers.CharField()
     ticket = serializers.CharField(help_text="Ticket reference, e.g. CAB-12.")
@@ -115,27 +123,39 @@ FILTERS = [
 
 # --- views ----------------------------------------------------------------------------------------------------
 
+
 class FabricCablingView(ApiViewMixin, APIView):
     """Planned vs observed cabling of one fabric."""
 
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(operation_id="fabric_cabling_report", parameters=FILTERS, responses=CablingReportSerializer,
-                   tags=["switches"])
+    @extend_schema(
+        operation_id="fabric_cabling_report", parameters=FILTERS, responses=CablingReportSerializer, tags=["switches"]
+    )
     def get(self, request: Request, pk: int) -> Response:
         fabric = get_object_or_404(restrict(Fabric.objects.all(), request.user, "view"), pk=pk)
         _kind_checked(request.query_params)
         findings = findings_visible(fabric_cabling_report(fabric), request.user)
         shown = findings_filter(findings, request.query_params)
-        return Response(CablingReportSerializer({
-            "fabric": fabric.name, "fabric_id": fabric.pk, "summary": summary_dict(findings), "count": len(shown),
-            "findings": [finding_dict(f) for f in shown],
-        }).data)
+        return Response(
+            CablingReportSerializer(
+                {
+                    "fabric": fabric.name,
+                    "fabric_id": fabric.pk,
+                    "summary": summary_dict(findings),
+                    "count": len(shown),
+                    "findings": [finding_dict(f) for f in shown],
+                }
+            ).data
+        )
 
 
 def fault_ticket_dict(result: FaultTicket) -> dict[str, Any]:
-    fault = {"kind": result.fault.kind.value, "ports": [str(p) for p in result.fault.ports],
-             "title": result.fault.title}
+    fault = {
+        "kind": result.fault.kind.value,
+        "ports": [str(p) for p in result.fault.ports],
+        "title": result.fault.title,
+    }
     if result.skipped:
         return {**fault, "reason": result.skipped}
     return {**fault, "ticket": result.reference, "ticket_id": result.ticket_id}
@@ -153,8 +173,13 @@ class FabricCablingTicketsView(ApiViewMixin, APIView):
 
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(operation_id="fabric_cabling_tickets", request=None, parameters=FILTERS, tags=["switches"],
-                   responses={201: CablingTicketsSerializer, 200: CablingTicketsSerializer})
+    @extend_schema(
+        operation_id="fabric_cabling_tickets",
+        request=None,
+        parameters=FILTERS,
+        tags=["switches"],
+        responses={201: CablingTicketsSerializer, 200: CablingTicketsSerializer},
+    )
     def post(self, request: Request, pk: int) -> Response:
         fabric = get_object_or_404(restrict(Fabric.objects.all(), request.user, "view"), pk=pk)
         if not can(request.user, "change", fabric):
@@ -172,5 +197,7 @@ class FabricCablingTicketsView(ApiViewMixin, APIView):
         by_outcome: dict[str, list[dict[str, Any]]] = {"created": [], "existing": [], "skipped": []}
         for r in results:
             by_outcome[r.outcome].append(fault_ticket_dict(r))
-        return Response(CablingTicketsSerializer(by_outcome).data,
-                        status=status.HTTP_201_CREATED if by_outcome["created"] else status.HTTP_200_OK)
+        return Response(
+            CablingTicketsSerializer(by_outcome).data,
+            status=status.HTTP_201_CREATED if by_outcome["created"] else status.HTTP_200_OK,
+        )

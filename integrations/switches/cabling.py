@@ -162,8 +162,13 @@ class Finding:
 
 
 _ABBREVIATIONS = (
-    ("tengigabitethernet", "te"), ("gigabitethernet", "gi"), ("fastethernet", "fa"), ("ethernet", "eth"),
-    ("hundredgige", "hu"), ("fortygigabitethernet", "fo"), ("port-channel", "po"),
+    ("tengigabitethernet", "te"),
+    ("gigabitethernet", "gi"),
+    ("fastethernet", "fa"),
+    ("ethernet", "eth"),
+    ("hundredgige", "hu"),
+    ("fortygigabitethernet", "fo"),
+    ("port-channel", "po"),
 )
 
 
@@ -172,7 +177,7 @@ def port_key(name: str) -> str:
     key = re.sub(r"\s+", "", name.strip().lower())
     for long, short in _ABBREVIATIONS:
         if key.startswith(long):
-            return short + key[len(long):]
+            return short + key[len(long) :]
     if key.startswith("et") and not key.startswith("eth") and key[2:3].isdigit():
         return "eth" + key[2:]
     return key
@@ -239,15 +244,16 @@ def _rail_violation(switch: SwitchInfo | None, peer: Endpoint | None, rail_optim
         return ""
     if switch.rail is None or peer.rail is None or switch.rail == peer.rail:
         return ""
-    return (f"rail violation: node {peer.device} HCA {peer.hca or peer.port} (rail {peer.rail}) "
-            f"lands on leaf {switch.name} (rail {switch.rail})")
+    return (
+        f"rail violation: node {peer.device} HCA {peer.hca or peer.port} (rail {peer.rail}) "
+        f"lands on leaf {switch.name} (rail {switch.rail})"
+    )
 
 
 Placements = dict[View, dict[PortRef, set[PortRef]]]
 
 
-def _views_conflict(here: PortRef, candidates: list[tuple[Observation, Endpoint | None]],
-                    placed: Placements) -> str:
+def _views_conflict(here: PortRef, candidates: list[tuple[Observation, Endpoint | None]], placed: Placements) -> str:
     """How the switch's and the host's view of the cable at `here` disagree, '' when they do not: both name a
     peer for this port but not the same one, or one view puts a peer here that the other puts elsewhere."""
     switch_eps = [ep for o, ep in candidates if ep is not None and o.view == View.SWITCH]
@@ -293,8 +299,12 @@ def validate_cabling(
     expected: dict[PortRef, Endpoint] = {}
     for link in planned:
         here = PortRef(link.switch, link.port)
-        if (polled_switches is None or link.switch in polled_switches or here in seen
-                or link.peer.ref in placed[View.HOST]):
+        if (
+            polled_switches is None
+            or link.switch in polled_switches
+            or here in seen
+            or link.peer.ref in placed[View.HOST]
+        ):
             expected[here] = link.peer
 
     # Where each endpoint is planned, to name the swap partner of a miswired port.
@@ -308,12 +318,21 @@ def validate_cabling(
         reported = sorted(placed[View.HOST].get(want.ref, set()) - {here}) if want is not None else []
         elsewhere = reported[0] if reported else None
         if want is not None and not candidates:
-            findings.append(Finding(FindingKind.MISSING, here.device, here.port, expected=want, elsewhere=elsewhere,
-                                    rail_violation=_rail_violation(switch, want, rail_optimized)))
+            findings.append(
+                Finding(
+                    FindingKind.MISSING,
+                    here.device,
+                    here.port,
+                    expected=want,
+                    elsewhere=elsewhere,
+                    rail_violation=_rail_violation(switch, want, rail_optimized),
+                )
+            )
             continue
         # A port may list several neighbours (a hypervisor, a hub): the planned one among them is enough.
-        match = next(((o, ep) for o, ep in candidates if want is not None and ep is not None and ep.ref == want.ref),
-                     None)
+        match = next(
+            ((o, ep) for o, ep in candidates if want is not None and ep is not None and ep.ref == want.ref), None
+        )
         if match is None:
             match = next(((o, ep) for o, ep in candidates if ep is not None), candidates[0])
         obs, found = match
@@ -322,31 +341,67 @@ def validate_cabling(
             continue
         if conflict := _views_conflict(here, candidates, placed):
             # Name the peer that is not the plan: that is the cable someone has to go and look at.
-            other = next((ep for _, ep in candidates if ep is not None and (want is None or ep.ref != want.ref)),
-                         found)
-            findings.append(Finding(FindingKind.MISWIRED, here.device, here.port, expected=want, found=other,
-                                    observed=obs, conflict=conflict,
-                                    rail_violation=_rail_violation(switch, other, rail_optimized)))
+            other = next((ep for _, ep in candidates if ep is not None and (want is None or ep.ref != want.ref)), found)
+            findings.append(
+                Finding(
+                    FindingKind.MISWIRED,
+                    here.device,
+                    here.port,
+                    expected=want,
+                    found=other,
+                    observed=obs,
+                    conflict=conflict,
+                    rail_violation=_rail_violation(switch, other, rail_optimized),
+                )
+            )
             continue
         rail = _rail_violation(switch, found, rail_optimized)
         if found is None:
-            findings.append(Finding(FindingKind.UNKNOWN_NEIGHBOR, here.device, here.port, expected=want,
-                                    observed=obs, elsewhere=elsewhere))
+            findings.append(
+                Finding(
+                    FindingKind.UNKNOWN_NEIGHBOR,
+                    here.device,
+                    here.port,
+                    expected=want,
+                    observed=obs,
+                    elsewhere=elsewhere,
+                )
+            )
         elif want is None:
-            findings.append(Finding(FindingKind.UNEXPECTED, here.device, here.port, found=found, observed=obs,
-                                    rail_violation=rail))
+            findings.append(
+                Finding(FindingKind.UNEXPECTED, here.device, here.port, found=found, observed=obs, rail_violation=rail)
+            )
         elif found.ref == want.ref:
-            findings.append(Finding(FindingKind.OK, here.device, here.port, expected=want, found=found,
-                                    observed=obs, rail_violation=rail))
+            findings.append(
+                Finding(
+                    FindingKind.OK,
+                    here.device,
+                    here.port,
+                    expected=want,
+                    found=found,
+                    observed=obs,
+                    rail_violation=rail,
+                )
+            )
         else:
             partner = planned_at.get(found.ref)
             if partner is not None and not any(
                 ep is not None and ep.ref == want.ref for _, ep in resolved.get(partner, [])
             ):
                 partner = None  # Y belongs elsewhere, but that port does not see X: not a simple crossing
-            findings.append(Finding(FindingKind.MISWIRED, here.device, here.port, expected=want, found=found,
-                                    observed=obs, swap_partner=partner, rail_violation=rail,
-                                    elsewhere=elsewhere if elsewhere != partner else None))
+            findings.append(
+                Finding(
+                    FindingKind.MISWIRED,
+                    here.device,
+                    here.port,
+                    expected=want,
+                    found=found,
+                    observed=obs,
+                    swap_partner=partner,
+                    rail_violation=rail,
+                    elsewhere=elsewhere if elsewhere != partner else None,
+                )
+            )
     return findings
 
 

@@ -52,8 +52,9 @@ class CablingFault:
     @property
     def nodes(self) -> list[str]:
         """Host names of the node ends involved: planned there or found there."""
-        return sorted({ep.device for f in self.findings for ep in (f.expected, f.found)
-                       if ep is not None and ep.kind == "node"})
+        return sorted(
+            {ep.device for f in self.findings for ep in (f.expected, f.found) if ep is not None and ep.kind == "node"}
+        )
 
     @property
     def title(self) -> str:
@@ -72,26 +73,35 @@ class CablingFault:
         first = self.findings[0]
         if self.kind == FaultKind.CROSSED:
             a, b = self.findings
-            lines = [f"Swap the cables on {_here(a)} and {_here(b)}.",
-                     f"- {_here(a)} must connect {a.expected}; it connects {a.found}.",
-                     f"- {_here(b)} must connect {b.expected}; it connects {b.found}."]
+            lines = [
+                f"Swap the cables on {_here(a)} and {_here(b)}.",
+                f"- {_here(a)} must connect {a.expected}; it connects {a.found}.",
+                f"- {_here(b)} must connect {b.expected}; it connects {b.found}.",
+            ]
         elif self.kind == FaultKind.MOVED:
             there = self.findings[1]
-            lines = [f"Move the cable of {first.expected} from {_here(there)} (nothing is planned there) to "
-                     f"{_here(first)}."]
+            lines = [
+                f"Move the cable of {first.expected} from {_here(there)} (nothing is planned there) to {_here(first)}."
+            ]
         elif self.kind == FaultKind.MISWIRED:
-            lines = [f"{_here(first)} must connect {first.expected}; it connects {first.found or first.observed}. "
-                     f"Trace both cables and re-plug {first.expected} into {_here(first)}."]
+            lines = [
+                f"{_here(first)} must connect {first.expected}; it connects {first.found or first.observed}. "
+                f"Trace both cables and re-plug {first.expected} into {_here(first)}."
+            ]
             if first.conflict:
                 lines.append(f"- The switch's and the host's view disagree: {first.conflict}.")
         elif self.kind == FaultKind.MISSING:
-            lines = [f"{_here(first)} must connect {first.expected} but sees nothing: check the cable is seated at "
-                     f"both ends and the link comes up."]
+            lines = [
+                f"{_here(first)} must connect {first.expected} but sees nothing: check the cable is seated at "
+                f"both ends and the link comes up."
+            ]
             if first.elsewhere:
                 lines.append(f"- The host of {first.expected} reports its cable on {first.elsewhere}.")
         else:
-            lines = [f"{_here(first)} connects {first.found}, which is planned nowhere on this port: remove the "
-                     f"cable, or fix the plan if it is right."]
+            lines = [
+                f"{_here(first)} connects {first.found}, which is planned nowhere on this port: remove the "
+                f"cable, or fix the plan if it is right."
+            ]
         lines += [f"- {f.rail_violation}" for f in self.findings if f.rail_violation]
         return lines
 
@@ -104,8 +114,13 @@ def cabling_faults(findings: Iterable[Finding]) -> list[CablingFault]:
     faults: list[CablingFault] = []
     for f in problems:
         partner = by_port.get(f.swap_partner) if f.swap_partner else None
-        if (f.kind == FindingKind.MISWIRED and partner is not None and partner.kind == FindingKind.MISWIRED
-                and partner.swap_partner == _here(f) and not {_here(f), _here(partner)} & used):
+        if (
+            f.kind == FindingKind.MISWIRED
+            and partner is not None
+            and partner.kind == FindingKind.MISWIRED
+            and partner.swap_partner == _here(f)
+            and not {_here(f), _here(partner)} & used
+        ):
             faults.append(CablingFault(FaultKind.CROSSED, (f, partner)))
             used |= {_here(f), _here(partner)}
     landed = {f.found.ref: f for f in problems if f.kind == FindingKind.UNEXPECTED and f.found is not None}

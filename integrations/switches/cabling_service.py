@@ -45,27 +45,38 @@ def _nic_endpoint(port: NicPort) -> Endpoint:
     # LLDP match it by its own name or (single-port HCAs) the NIC's name too.
     aliases = {port.name, port.nic.name} - {""}
     return Endpoint(
-        device=port.nic.node.hostname, port=f"{port.nic.name}/{port.name}", kind="node",
+        device=port.nic.node.hostname,
+        port=f"{port.nic.name}/{port.name}",
+        kind="node",
         aliases=frozenset(a for a in aliases if not a.isdigit()),
         macs=frozenset({port.mac}) if port.mac else frozenset(),
-        guids=frozenset({port.guid}) if port.guid else frozenset(), hca=port.nic.name, rail=port.nic.rail,
+        guids=frozenset({port.guid}) if port.guid else frozenset(),
+        hca=port.nic.name,
+        rail=port.nic.rail,
     )
 
 
 def _switch_endpoint(port: SwitchPort) -> Endpoint:
     return Endpoint(
-        device=port.switch.name, port=port.name, kind="switch",
+        device=port.switch.name,
+        port=port.name,
+        kind="switch",
         macs=frozenset({port.mac}) if port.mac else frozenset(),
-        guids=frozenset({port.guid}) if port.guid else frozenset(), rail=port.switch.rail,
+        guids=frozenset({port.guid}) if port.guid else frozenset(),
+        rail=port.switch.rail,
     )
 
 
 def _observation(row: ObservedLink, switch_name: str) -> Observation:
     """A switch's view. An HCA matched at ingest (or re-resolved from an agent report) is the peer as stored."""
     return Observation(
-        switch=switch_name, port=row.local_port, remote_chassis_id=row.remote_chassis_id,
-        remote_port=row.remote_port, remote_system=row.remote_system,
-        remote_port_description=row.remote_port_description, remote_port_guid=row.remote_port_guid,
+        switch=switch_name,
+        port=row.local_port,
+        remote_chassis_id=row.remote_chassis_id,
+        remote_port=row.remote_port,
+        remote_system=row.remote_system,
+        remote_port_description=row.remote_port_description,
+        remote_port_guid=row.remote_port_guid,
         peer=_nic_endpoint(row.nic_port) if row.nic_port_id else None,
     )
 
@@ -85,8 +96,15 @@ def _host_observation(row: ObservedLink, planned_by_mac: dict[tuple[str, str], E
         switch, known = row.switch.name, True
     else:
         switch, port, known = row.remote_system or row.remote_chassis_id or "?", announced, False
-    return Observation(switch=switch, port=port, remote_system=host, remote_port=row.local_port,
-                       view=View.HOST, peer=peer, switch_known=known)
+    return Observation(
+        switch=switch,
+        port=port,
+        remote_system=host,
+        remote_port=row.local_port,
+        view=View.HOST,
+        peer=peer,
+        switch_known=known,
+    )
 
 
 def fabric_cabling_report(fabric: Fabric, *, update_link_status: bool = False) -> list[Finding]:
@@ -120,8 +138,9 @@ def fabric_cabling_report(fabric: Fabric, *, update_link_status: bool = False) -
         planned.append(PlannedLink(b.device, b.port, a))
         if a.kind == "switch":
             planned.append(PlannedLink(a.device, a.port, b))  # both switches see each other
-    planned_by_mac = {(ep.device, normalize_mac(mac).lower()): ep
-                      for ep in endpoints if ep.kind == "node" for mac in ep.macs}
+    planned_by_mac = {
+        (ep.device, normalize_mac(mac).lower()): ep for ep in endpoints if ep.kind == "node" for mac in ep.macs
+    }
 
     # Known endpoints that are not in the plan, so a cable to them is "unexpected", not "unknown".
     observations = [_observation(r, switches[r.switch_id].name) for r in switch_rows]
@@ -142,8 +161,12 @@ def fabric_cabling_report(fabric: Fabric, *, update_link_status: bool = False) -
             observations.append(obs)
 
     findings = validate_cabling(
-        planned=planned, observed=observations, inventory=Inventory(endpoints), switches=infos,
-        rail_optimized=fabric.is_rail_optimized, polled_switches=polled,
+        planned=planned,
+        observed=observations,
+        inventory=Inventory(endpoints),
+        switches=infos,
+        rail_optimized=fabric.is_rail_optimized,
+        polled_switches=polled,
     )
     if update_link_status:
         _links_status_update(links, findings)
@@ -187,8 +210,9 @@ def findings_filter(findings: Iterable[Finding], params: Mapping[str, Any]) -> l
             continue
         if switch and switch not in f.switch.lower():
             continue
-        if node and not any(ep is not None and ep.kind == "node" and node in ep.device.lower()
-                            for ep in (f.expected, f.found)):
+        if node and not any(
+            ep is not None and ep.kind == "node" and node in ep.device.lower() for ep in (f.expected, f.found)
+        ):
             continue
         out.append(f)
     return out

@@ -31,8 +31,13 @@ def netmiko_session(target: CliTarget) -> Iterator[Any]:
     """An open netmiko connection; library errors become TransientError/PermanentError."""
     platform_spec(target.platform)  # unsupported platform: fail before opening a socket
     params: dict[str, Any] = {
-        "device_type": target.platform, "host": target.host, "port": target.port, "username": target.username,
-        "password": target.password, "conn_timeout": target.timeout_s, "auth_timeout": target.timeout_s,
+        "device_type": target.platform,
+        "host": target.host,
+        "port": target.port,
+        "username": target.username,
+        "password": target.password,
+        "conn_timeout": target.timeout_s,
+        "auth_timeout": target.timeout_s,
         "banner_timeout": target.timeout_s,
     }
     if target.key_file:

@@ -36,20 +36,52 @@ class PlatformSpec:
 
 
 PLATFORMS: dict[str, PlatformSpec] = {
-    "cisco_nxos": PlatformSpec("cisco_nxos", "show lldp neighbors detail", "show version", "show interface status",
-                               "show running-config interface {interface}", _NXOS_ABBREVIATIONS),
-    "arista_eos": PlatformSpec("arista_eos", "show lldp neighbors detail", "show version", "show interfaces status",
-                               "show running-config interfaces {interface}", _EOS_ABBREVIATIONS),
-    "juniper_junos": PlatformSpec("juniper_junos", "show lldp neighbors", "show version", "show interfaces terse",
-                                  "show configuration interfaces {interface} | display set"),
-    "huawei": PlatformSpec("huawei_vrp", "display lldp neighbor", "display version", "display interface brief",
-                           "display current-configuration interface {interface}"),
-    "huawei_vrpv8": PlatformSpec("huawei_vrp", "display lldp neighbor", "display version",
-                                 "display interface brief", "display current-configuration interface {interface}"),
+    "cisco_nxos": PlatformSpec(
+        "cisco_nxos",
+        "show lldp neighbors detail",
+        "show version",
+        "show interface status",
+        "show running-config interface {interface}",
+        _NXOS_ABBREVIATIONS,
+    ),
+    "arista_eos": PlatformSpec(
+        "arista_eos",
+        "show lldp neighbors detail",
+        "show version",
+        "show interfaces status",
+        "show running-config interfaces {interface}",
+        _EOS_ABBREVIATIONS,
+    ),
+    "juniper_junos": PlatformSpec(
+        "juniper_junos",
+        "show lldp neighbors",
+        "show version",
+        "show interfaces terse",
+        "show configuration interfaces {interface} | display set",
+    ),
+    "huawei": PlatformSpec(
+        "huawei_vrp",
+        "display lldp neighbor",
+        "display version",
+        "display interface brief",
+        "display current-configuration interface {interface}",
+    ),
+    "huawei_vrpv8": PlatformSpec(
+        "huawei_vrp",
+        "display lldp neighbor",
+        "display version",
+        "display interface brief",
+        "display current-configuration interface {interface}",
+    ),
     # Cumulus Linux and SONiC: lldpd's own key=value output (no TextFSM template exists for it). A port's config
     # is read from NVUE (Cumulus Linux 5): the applied revision as JSON, which config_push spells as `nv set` lines.
-    "linux": PlatformSpec("linux", "sudo lldpctl -f keyvalue", "cat /etc/os-release", "ip link show",
-                          "nv show --applied interface {interface} -o json"),
+    "linux": PlatformSpec(
+        "linux",
+        "sudo lldpctl -f keyvalue",
+        "cat /etc/os-release",
+        "ip link show",
+        "nv show --applied interface {interface} -o json",
+    ),
 }
 
 # ntc-templates platform names accepted by switch_parse as well as the netmiko ones.

@@ -78,8 +78,9 @@ _IOS_LIKE = PortTemplate(
         "description": AttrRule(r"^description\b", lambda _, v: [f"description {v}"], lambda _: "no description"),
         "vlan": AttrRule(r"^switchport access vlan\b", lambda _, v: [f"switchport access vlan {v}"], _no),
         "mtu": AttrRule(r"^mtu\b", lambda _, v: [f"mtu {v}"], _no),
-        "enabled": AttrRule(r"^(no )?shutdown$", lambda _, v: ["no shutdown" if v else "shutdown"], _no,
-                            default=("no shutdown",)),
+        "enabled": AttrRule(
+            r"^(no )?shutdown$", lambda _, v: ["no shutdown" if v else "shutdown"], _no, default=("no shutdown",)
+        ),
     },
 )
 
@@ -89,15 +90,20 @@ def _huawei(mtu_command: str, needs_commit: bool) -> PortTemplate:
         header="interface {interface}",
         needs_commit=needs_commit,
         rules={
-            "description": AttrRule(r"^description\b", lambda _, v: [f"description {v}"],
-                                    lambda _: "undo description"),
+            "description": AttrRule(r"^description\b", lambda _, v: [f"description {v}"], lambda _: "undo description"),
             # An access VLAN needs the access link type first; both lines belong to the attribute.
-            "vlan": AttrRule(r"^port (default vlan|link-type)\b",
-                             lambda _, v: ["port link-type access", f"port default vlan {v}"], _undo),
-            "mtu": AttrRule(rf"^{mtu_command}\b", lambda _, v: [f"{mtu_command} {v}"],
-                            lambda _: f"undo {mtu_command}"),
-            "enabled": AttrRule(r"^(undo )?shutdown$", lambda _, v: ["undo shutdown" if v else "shutdown"], _undo,
-                                default=("undo shutdown",)),
+            "vlan": AttrRule(
+                r"^port (default vlan|link-type)\b",
+                lambda _, v: ["port link-type access", f"port default vlan {v}"],
+                _undo,
+            ),
+            "mtu": AttrRule(rf"^{mtu_command}\b", lambda _, v: [f"{mtu_command} {v}"], lambda _: f"undo {mtu_command}"),
+            "enabled": AttrRule(
+                r"^(undo )?shutdown$",
+                lambda _, v: ["undo shutdown" if v else "shutdown"],
+                _undo,
+                default=("undo shutdown",),
+            ),
         },
     )
 
@@ -114,15 +120,20 @@ def _junos() -> PortTemplate:
         needs_commit=True,
         quote='"',
         rules={
-            "description": AttrRule(r"^set interfaces \S+ description\b",
-                                    lambda i, v: [f'set interfaces {i} description "{v}"'], drop_value),
-            "vlan": AttrRule(r"^set interfaces \S+ unit 0 family ethernet-switching vlan members\b",
-                             lambda i, v: [f"set interfaces {i} unit 0 family ethernet-switching vlan members {v}"],
-                             lambda line: "delete" + line.removeprefix("set")),
+            "description": AttrRule(
+                r"^set interfaces \S+ description\b", lambda i, v: [f'set interfaces {i} description "{v}"'], drop_value
+            ),
+            "vlan": AttrRule(
+                r"^set interfaces \S+ unit 0 family ethernet-switching vlan members\b",
+                lambda i, v: [f"set interfaces {i} unit 0 family ethernet-switching vlan members {v}"],
+                lambda line: "delete" + line.removeprefix("set"),
+            ),
             "mtu": AttrRule(r"^set interfaces \S+ mtu\b", lambda i, v: [f"set interfaces {i} mtu {v}"], drop_value),
-            "enabled": AttrRule(r"^set interfaces \S+ disable$",
-                                lambda i, v: [] if v else [f"set interfaces {i} disable"],
-                                lambda line: "delete" + line.removeprefix("set")),
+            "enabled": AttrRule(
+                r"^set interfaces \S+ disable$",
+                lambda i, v: [] if v else [f"set interfaces {i} disable"],
+                lambda line: "delete" + line.removeprefix("set"),
+            ),
         },
     )
 
@@ -154,7 +165,7 @@ def _nv_unset(path_words: int) -> Callable[[str], str]:
 
     def remove(line: str) -> str:
         words = shlex.split(line)
-        return " ".join(["nv unset interface", *(_nv_word(w) for w in words[3:4 + path_words])])
+        return " ".join(["nv unset interface", *(_nv_word(w) for w in words[3 : 4 + path_words])])
 
     return remove
 
@@ -177,12 +188,14 @@ def _nvue_parse(interface: str, text: str) -> list[str]:
     if "does not exist" in raw:
         return []  # an interface with nothing applied yet
     try:
-        tree = json.loads(raw[raw.index("{"):]) if "{" in raw else None
+        tree = json.loads(raw[raw.index("{") :]) if "{" in raw else None
     except json.JSONDecodeError:
         tree = None
     if not isinstance(tree, dict):
-        raise PermanentError(f"no NVUE configuration of {interface} in the answer (the linux push template speaks "
-                             f"Cumulus Linux 5 NVUE): {raw[:200]!r}")
+        raise PermanentError(
+            f"no NVUE configuration of {interface} in the answer (the linux push template speaks "
+            f"Cumulus Linux 5 NVUE): {raw[:200]!r}"
+        )
     lines = [_nv_set(interface, *words) for words in _nvue_flatten(tree)]
     # `link state up` is NVUE's default: spelled or not, the port is up (a rule default would be rolled back as a
     # `set`, leaving a line the saved block did not have).
@@ -207,15 +220,21 @@ _NVUE = PortTemplate(
     running=_nvue_running,
     shell_apply="nv config apply -y",
     rules={
-        "description": AttrRule(r"^nv set interface \S+ description\b",
-                                lambda i, v: [_nv_set(i, "description", v)], _nv_unset(1)),
-        "vlan": AttrRule(r"^nv set interface \S+ bridge domain \S+ access\b",
-                         lambda i, v: [_nv_set(i, "bridge", "domain", NVUE_BRIDGE, "access", v)], _nv_unset(4)),
-        "mtu": AttrRule(r"^nv set interface \S+ link mtu\b", lambda i, v: [_nv_set(i, "link", "mtu", v)],
-                        _nv_unset(2)),
+        "description": AttrRule(
+            r"^nv set interface \S+ description\b", lambda i, v: [_nv_set(i, "description", v)], _nv_unset(1)
+        ),
+        "vlan": AttrRule(
+            r"^nv set interface \S+ bridge domain \S+ access\b",
+            lambda i, v: [_nv_set(i, "bridge", "domain", NVUE_BRIDGE, "access", v)],
+            _nv_unset(4),
+        ),
+        "mtu": AttrRule(r"^nv set interface \S+ link mtu\b", lambda i, v: [_nv_set(i, "link", "mtu", v)], _nv_unset(2)),
         # Up is the default (no line, see _nvue_parse); down is `link state down`, removed by unsetting the state.
-        "enabled": AttrRule(r"^nv set interface \S+ link state \S+$",
-                            lambda i, v: [] if v else [_nv_set(i, "link", "state", "down")], _nv_unset(2)),
+        "enabled": AttrRule(
+            r"^nv set interface \S+ link state \S+$",
+            lambda i, v: [] if v else [_nv_set(i, "link", "state", "down")],
+            _nv_unset(2),
+        ),
     },
 )
 
@@ -233,8 +252,9 @@ TEMPLATES: dict[str, PortTemplate] = {
 def port_template(platform: str) -> PortTemplate:
     template = TEMPLATES.get(platform)
     if template is None:
-        raise PermanentError(f"port configuration push is not supported on {platform!r} "
-                             f"(supported: {', '.join(sorted(TEMPLATES))})")
+        raise PermanentError(
+            f"port configuration push is not supported on {platform!r} (supported: {', '.join(sorted(TEMPLATES))})"
+        )
     return template
 
 
@@ -284,7 +304,8 @@ def _pkey_refusal(platform: str, pkey: str) -> PermanentError:
         f"({platform} port configuration has no partition key). Add the node's HCA port GUIDs to the partition "
         "there: in UFM (PKeys window, or POST /ufmRest/resources/pkeys with the port GUIDs and membership), or "
         f"for OpenSM as a partitions.conf line `<name>={pkey} : <port GUID>=full ;` followed by a reload of "
-        "opensm (SIGHUP). Then push this port without a pkey.")
+        "opensm (SIGHUP). Then push this port without a pkey."
+    )
 
 
 def _check_values(platform: str, template: PortTemplate, change: PortConfig) -> None:
@@ -336,10 +357,18 @@ def plan_port_change(platform: str, change: PortConfig, running: str) -> tuple[C
     if template.parse is not None:
         after.sort()  # a tree (NVUE) has no line order: spell it as the read-back does
     header = [template.header.format(interface=change.interface)] if template.header else []
-    unified = "\n".join(difflib.unified_diff(before, after, f"{change.interface} (running)",
-                                             f"{change.interface} (planned)", lineterm=""))
-    diff = ConfigDiff(interface=change.interface, before=tuple(before), after=tuple(after),
-                      commands=tuple(header + commands) if commands else (), unified=unified)
+    unified = "\n".join(
+        difflib.unified_diff(
+            before, after, f"{change.interface} (running)", f"{change.interface} (planned)", lineterm=""
+        )
+    )
+    diff = ConfigDiff(
+        interface=change.interface,
+        before=tuple(before),
+        after=tuple(after),
+        commands=tuple(header + commands) if commands else (),
+        unified=unified,
+    )
     return diff, tuple(header + rollback) if rollback else ()
 
 
@@ -381,16 +410,23 @@ class NetmikoConfigurator:
                 return ConfigPushResult(diff=diff, applied=False, verified=diff.is_empty, rollback_commands=rollback)
             output = self._apply(conn, target, list(diff.commands))
             problems = verify_port_change(target.platform, change, self._running(conn, target, change.interface))
-        return ConfigPushResult(diff=diff, applied=True, verified=not problems, rollback_commands=rollback,
-                                output=output, problems=tuple(problems))
+        return ConfigPushResult(
+            diff=diff,
+            applied=True,
+            verified=not problems,
+            rollback_commands=rollback,
+            output=output,
+            problems=tuple(problems),
+        )
 
     def rollback(self, target: CliTarget, result: ConfigPushResult) -> ConfigPushResult:
         if not result.applied or not result.rollback_commands:
             return ConfigPushResult(diff=result.diff, applied=False, verified=True)
         with netmiko_session(target) as conn:
             output = self._apply(conn, target, list(result.rollback_commands))
-            block = interface_block(target.platform, result.diff.interface,
-                                    self._running(conn, target, result.diff.interface))
+            block = interface_block(
+                target.platform, result.diff.interface, self._running(conn, target, result.diff.interface)
+            )
         restored = block == list(result.diff.before)
         problems = () if restored else (f"running config {block} differs from the saved {list(result.diff.before)}",)
         return ConfigPushResult(diff=result.diff, applied=True, verified=restored, output=output, problems=problems)
@@ -409,13 +445,14 @@ class NetmikoConfigurator:
         (nothing half-done waits for someone else's apply) and fails the push."""
         output = ""
         # An apply restarts services (ifreload, frr): slower than a show command.
-        for command, timeout in [*((c, target.timeout_s) for c in commands),
-                                 (template.shell_apply, max(target.timeout_s, 120.0))]:
+        for command, timeout in [
+            *((c, target.timeout_s) for c in commands),
+            (template.shell_apply, max(target.timeout_s, 120.0)),
+        ]:
             answer = send_show(conn, command, timeout)
             output += f"{command}\n{answer}\n"
             if _SHELL_ERROR.search(answer):
                 send_show(conn, "nv config detach", target.timeout_s)
                 hint = " (no NVUE here: the linux push speaks Cumulus Linux 5)" if "not found" in answer else ""
-                raise PermanentError(f"the switch rejected {command!r}{hint}: {answer.strip()[:300]}",
-                                     peer=target.host)
+                raise PermanentError(f"the switch rejected {command!r}{hint}: {answer.strip()[:300]}", peer=target.host)
         return output

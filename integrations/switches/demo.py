@@ -44,9 +44,13 @@ class DemoObserveResult:
 
 
 def _neighbour(port: NicPort) -> dict[str, str]:
-    return {"remote_system": port.nic.node.hostname, "remote_port": port.nic.name,
-            "remote_port_description": f"{port.nic.name} port {port.name}", "remote_port_guid": port.guid or "",
-            "remote_chassis_id": port.nic.node_guid or ""}
+    return {
+        "remote_system": port.nic.node.hostname,
+        "remote_port": port.nic.name,
+        "remote_port_description": f"{port.nic.name} port {port.name}",
+        "remote_port_guid": port.guid or "",
+        "remote_chassis_id": port.nic.node_guid or "",
+    }
 
 
 @transaction.atomic
@@ -56,8 +60,11 @@ def demo_observe(fabric: Fabric) -> DemoObserveResult:
     ObservedLink.objects.filter(switch__in=switches, source=ObservationSource.LLDP).delete()
     PollRun.objects.filter(switch__in=switches, task_id=DEMO_TASK_ID).delete()
 
-    links = list(Link.objects.filter(fabric=fabric, a_nic_port__isnull=False).select_related(
-        "a_nic_port__nic__node", "b_switch_port__switch"))
+    links = list(
+        Link.objects.filter(fabric=fabric, a_nic_port__isnull=False).select_related(
+            "a_nic_port__nic__node", "b_switch_port__switch"
+        )
+    )
     seen: dict[tuple[int, str], NicPort] = {}  # (switch id, port name) -> the HCA port it sees
     by_hca: dict[tuple[str, str], Link] = {}
     for link in links:
@@ -86,11 +93,24 @@ def demo_observe(fabric: Fabric) -> DemoObserveResult:
     for switch in switches:
         count = sum(1 for (sid, _) in seen if sid == switch.pk)
         runs[switch.pk] = PollRun.objects.create(
-            switch=switch, kind="snmp", status=PollStatus.OK, finished_at=now, task_id=DEMO_TASK_ID,
-            ports_seen=sum(1 for (sid, _) in ports if sid == switch.pk), neighbors_seen=count)
+            switch=switch,
+            kind="snmp",
+            status=PollStatus.OK,
+            finished_at=now,
+            task_id=DEMO_TASK_ID,
+            ports_seen=sum(1 for (sid, _) in ports if sid == switch.pk),
+            neighbors_seen=count,
+        )
     rows = [
-        ObservedLink(source=ObservationSource.LLDP, switch_id=sid, switch_port=ports.get((sid, port)),
-                     local_device=names[sid], local_port=port, poll_run=runs[sid], **_neighbour(nic_port))
+        ObservedLink(
+            source=ObservationSource.LLDP,
+            switch_id=sid,
+            switch_port=ports.get((sid, port)),
+            local_device=names[sid],
+            local_port=port,
+            poll_run=runs[sid],
+            **_neighbour(nic_port),
+        )
         for (sid, port), nic_port in sorted(seen.items(), key=lambda item: (names[item[0][0]], item[0][1]))
         if sid in names
     ]
@@ -107,6 +127,7 @@ def demo_oob_switch() -> Switch | None:
     if site is None:
         return None
     vendor, _ = Vendor.objects.get_or_create(slug="dell", defaults={"name": "Dell"})
-    switch, _ = Switch.objects.get_or_create(name=DEMO_OOB_SWITCH, defaults={
-        "vendor": vendor, "site": site, "role": SwitchRole.OOB, "mgmt_ip": "127.0.0.1"})
+    switch, _ = Switch.objects.get_or_create(
+        name=DEMO_OOB_SWITCH, defaults={"vendor": vendor, "site": site, "role": SwitchRole.OOB, "mgmt_ip": "127.0.0.1"}
+    )
     return switch

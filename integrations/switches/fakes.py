@@ -54,9 +54,11 @@ class FakeSnmpPoller:
 
 def empty_snapshot(name: str = "fake-switch") -> SwitchSnapshot:
     return SwitchSnapshot(
-        system=SwitchSystem(name=name, description="fake", object_id="1.3.6.1.4.1.0", model=None, serial=None,
-                            uptime_s=0),
-        ports=(), lldp_neighbors=(),
+        system=SwitchSystem(
+            name=name, description="fake", object_id="1.3.6.1.4.1.0", model=None, serial=None, uptime_s=0
+        ),
+        ports=(),
+        lldp_neighbors=(),
     )
 
 
@@ -110,8 +112,9 @@ class FakeSwitchConfigurator:
         self.applied.append((target.host, diff.commands))
         self._store(target, change.interface, diff.after)
         problems = verify_port_change(target.platform, change, self._render(target, change.interface))
-        return ConfigPushResult(diff=diff, applied=True, verified=not problems, rollback_commands=rollback,
-                                problems=tuple(problems))
+        return ConfigPushResult(
+            diff=diff, applied=True, verified=not problems, rollback_commands=rollback, problems=tuple(problems)
+        )
 
     def rollback(self, target: CliTarget, result: ConfigPushResult) -> ConfigPushResult:
         if not result.applied:

@@ -76,12 +76,14 @@ def switch_port_name(switch: Switch, announced: str) -> str:
 
 # --- resolution ---------------------------------------------------------------------------------------------------
 
+
 def _host_ports(node: Node, ports: Iterable[NicPort]) -> dict[str, NicPort]:
     """The node's NIC ports by the names lldpd uses for an interface: the netdev NIC's device name (its single
     port, "1"), or a port named like the interface."""
     by_name: dict[str, NicPort] = {}
-    ordered = sorted(ports, key=lambda p: (p.nic.name, not p.name.isdigit(), int(p.name) if p.name.isdigit() else 0,
-                                           p.name))
+    ordered = sorted(
+        ports, key=lambda p: (p.nic.name, not p.name.isdigit(), int(p.name) if p.name.isdigit() else 0, p.name)
+    )
     for port in ordered:
         port.nic.node = node  # change records print node:nic/port; no query per row
         if not port.name.isdigit():
@@ -152,8 +154,10 @@ class _SwitchIndex:
 
 # --- replacing a node's observations ------------------------------------------------------------------------------
 
-def host_lldp_replace(*, node: Node, ports: Iterable[NicPort], neighbors: Sequence[HostNeighbor],
-                      report_id: str = "") -> HostLldpResult:
+
+def host_lldp_replace(
+    *, node: Node, ports: Iterable[NicPort], neighbors: Sequence[HostNeighbor], report_id: str = ""
+) -> HostLldpResult:
     """Make the node's host-LLDP observations exactly `neighbors`. Call inside a transaction holding the node.
 
     Neighbours seen before keep their row (and first_seen_at), with their resolution refreshed and last_seen_at
@@ -162,8 +166,12 @@ def host_lldp_replace(*, node: Node, ports: Iterable[NicPort], neighbors: Sequen
     """
     host_ports = _host_ports(node, ports)
     index = _SwitchIndex(neighbors)
-    old = {(r.local_port, r.remote_chassis_id, r.remote_port): r for r in ObservedLink.objects.filter(
-        node=node, source=HOST_LLDP).select_related("switch", "switch_port", "nic_port__nic")}
+    old = {
+        (r.local_port, r.remote_chassis_id, r.remote_port): r
+        for r in ObservedLink.objects.filter(node=node, source=HOST_LLDP).select_related(
+            "switch", "switch_port", "nic_port__nic"
+        )
+    }
     for row in old.values():
         if row.nic_port_id:
             row.nic_port.nic.node = node
@@ -179,9 +187,17 @@ def host_lldp_replace(*, node: Node, ports: Iterable[NicPort], neighbors: Sequen
         port = index.port(switch, n) if switch is not None else None
         local, chassis, remote_port = n.key
         wanted[n.key] = ObservedLink(
-            source=HOST_LLDP, node=node, nic_port=host_ports.get(n.local_port), switch=switch, switch_port=port,
-            local_device=node.hostname, local_port=local, remote_chassis_id=chassis, remote_port=remote_port,
-            remote_system=n.remote_system[:253], remote_port_description=n.remote_port_description[:253],
+            source=HOST_LLDP,
+            node=node,
+            nic_port=host_ports.get(n.local_port),
+            switch=switch,
+            switch_port=port,
+            local_device=node.hostname,
+            local_port=local,
+            remote_chassis_id=chassis,
+            remote_port=remote_port,
+            remote_system=n.remote_system[:253],
+            remote_port_description=n.remote_port_description[:253],
         )
 
     reason = f"host LLDP of {node.hostname}" + (f", agent report {report_id}" if report_id else "")
@@ -213,8 +229,9 @@ def _is_latest(node: Node, report_id: str) -> bool:
     return _latest_report_check(node.pk, report_id)
 
 
-def node_report_apply(*, node_id: int, report_id: str = "", neighbors: Sequence[HostNeighbor] = (),
-                      lldp_complete: bool = True) -> dict[str, int]:
+def node_report_apply(
+    *, node_id: int, report_id: str = "", neighbors: Sequence[HostNeighbor] = (), lldp_complete: bool = True
+) -> dict[str, int]:
     """What an applied agent report of one node means for discovery, in one transaction under the node's lock:
 
     - its host-LLDP observations become `neighbors` (unless the lldp collector failed: `lldp_complete` False

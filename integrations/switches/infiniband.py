@@ -87,8 +87,11 @@ class IbLink:
 def _port(match: re.Match, prefix: str, description: str) -> IbPort:
     raw = match[f"{prefix}guid"]
     return IbPort(
-        node_type=match[f"{prefix}type"], lid=int(match[f"{prefix}lid"]), port=int(match[f"{prefix}port"]),
-        guid=canonical_guid(raw) or raw.lower(), description=description.strip(),
+        node_type=match[f"{prefix}type"],
+        lid=int(match[f"{prefix}lid"]),
+        port=int(match[f"{prefix}port"]),
+        guid=canonical_guid(raw) or raw.lower(),
+        description=description.strip(),
     )
 
 
@@ -127,8 +130,14 @@ def ib_links(records: list[IbPortRecord]) -> list[IbLink]:
 def ib_observations(records: list[IbPortRecord]) -> list[Observation]:
     """What each switch port sees, in the cabling validator's terms (switch = node description)."""
     return [
-        Observation(switch=rec.local.description, port=str(rec.local.port), remote_chassis_id=rec.peer.guid,
-                    remote_port=str(rec.peer.port), remote_system=rec.peer.host, remote_port_guid=rec.peer.guid)
+        Observation(
+            switch=rec.local.description,
+            port=str(rec.local.port),
+            remote_chassis_id=rec.peer.guid,
+            remote_port=str(rec.peer.port),
+            remote_system=rec.peer.host,
+            remote_port_guid=rec.peer.guid,
+        )
         for rec in records
         if rec.local.node_type == "SW" and rec.peer is not None
     ]
@@ -152,7 +161,8 @@ class HcaPorts:
         # One pass over every port with a GUID, compared by value in Python: CMDB spellings vary (see the
         # module docstring), so an indexed `guid IN (...)` would miss ports. ~100k rows at fleet scale, per sweep.
         rows = NicPort.objects.filter(Q(guid__gt="") | Q(nic__node_guid__gt="")).values_list(
-            "pk", "nic__node_id", "name", "guid", "nic__node_guid")
+            "pk", "nic__node_id", "name", "guid", "nic__node_guid"
+        )
         return cls(rows)
 
     def find(self, guid: str, port: int | str) -> tuple[int, int] | None:
@@ -218,7 +228,8 @@ def sweep_fabric_check(seen: Sequence[SeenSwitch], fabric: Fabric) -> None:
     if not any(s.switch is not None and s.switch.fabric_id == fabric.pk for s in seen):
         raise SweepOutsideFabric(
             f"fabric {fabric.name}: the sweep saw none of its switches, it saw {_named(seen)}. Was another subnet "
-            "swept (ibnetdiscover on the wrong HCA port, -C/-P)? Nothing stored.")
+            "swept (ibnetdiscover on the wrong HCA port, -C/-P)? Nothing stored."
+        )
 
 
 def ibnetdiscover_apply(text: str, *, task_id: str = "", fabric: Fabric | None = None) -> PollRun:
@@ -249,26 +260,45 @@ def ibnetdiscover_apply(text: str, *, task_id: str = "", fabric: Fabric | None =
             switch = switches.get(device_key(rec.local.description))
             hca = hcas.find(rec.peer.guid, rec.peer.port) if rec.peer.node_type == "CA" else None
             row = ObservedLink(
-                source=ObservationSource.IBNETDISCOVER, switch=switch,
-                local_device=switch.name if switch else rec.local.description, local_port=str(rec.local.port),
-                remote_chassis_id=rec.peer.guid, remote_port=str(rec.peer.port), remote_system=rec.peer.host,
-                remote_port_description=rec.peer.description, remote_port_guid=rec.peer.guid,
-                local_lid=rec.local.lid, remote_lid=rec.peer.lid, poll_run=run,
-                nic_port_id=hca[0] if hca else None, node_id=hca[1] if hca else None,
+                source=ObservationSource.IBNETDISCOVER,
+                switch=switch,
+                local_device=switch.name if switch else rec.local.description,
+                local_port=str(rec.local.port),
+                remote_chassis_id=rec.peer.guid,
+                remote_port=str(rec.peer.port),
+                remote_system=rec.peer.host,
+                remote_port_description=rec.peer.description,
+                remote_port_guid=rec.peer.guid,
+                local_lid=rec.local.lid,
+                remote_lid=rec.peer.lid,
+                poll_run=run,
+                nic_port_id=hca[0] if hca else None,
+                node_id=hca[1] if hca else None,
             )
             wanted.setdefault(_key(row), row)
         stored = ObservedLink.objects.filter(source=ObservationSource.IBNETDISCOVER)
         old = {_key(row): row for row in stored.filter(_sweep_scope(seen, fabric, run))}
-        result = observations_sync(old=old, wanted=wanted, reason=f"ibnetdiscover sweep #{run.pk}",
-                                   resolution=("switch", "nic_port", "node", "local_lid", "remote_lid"),
-                                   announced=("remote_system", "remote_port_description"), touch={"poll_run": run})
+        result = observations_sync(
+            old=old,
+            wanted=wanted,
+            reason=f"ibnetdiscover sweep #{run.pk}",
+            resolution=("switch", "nic_port", "node", "local_lid", "remote_lid"),
+            announced=("remote_system", "remote_port_description"),
+            touch={"poll_run": run},
+        )
         run.status = PollStatus.OK
         run.finished_at = timezone.now()
         run.ports_seen = len(records)
         run.neighbors_seen = len(wanted)
         run.save()
-    logger.info("ibnetdiscover sweep #%s: %d switches, %d observations (%d new, %d gone)", run.pk, len(seen),
-                len(wanted), result.created, result.removed)
+    logger.info(
+        "ibnetdiscover sweep #%s: %d switches, %d observations (%d new, %d gone)",
+        run.pk,
+        len(seen),
+        len(wanted),
+        result.created,
+        result.removed,
+    )
     return run
 
 
@@ -296,19 +326,31 @@ def _sweep_scope(seen: Sequence[SeenSwitch], fabric: Fabric | None, run: PollRun
     elif len(fabrics) > 1:
         described = "; ".join(f"{f.name}: {_named(fabrics[f])}" for f in sorted(fabrics, key=lambda f: f.name))
         keeps = f"as fabric {fabric.name}" if fabric else "observations of switches it did not see are kept"
-        logger.warning("ibnetdiscover sweep #%s saw switches of several fabrics (%s); %s. A switch in the wrong "
-                       "fabric in the CMDB, or moved to this subnet?", run.pk, described, keeps)
+        logger.warning(
+            "ibnetdiscover sweep #%s saw switches of several fabrics (%s); %s. A switch in the wrong "
+            "fabric in the CMDB, or moved to this subnet?",
+            run.pk,
+            described,
+            keeps,
+        )
     if fabric is not None:
         scope |= Q(switch__fabric=fabric)
-    previous = set(ObservedLink.objects.filter(mine, source=ObservationSource.IBNETDISCOVER)
-                   .exclude(poll_run=None).order_by().values_list("poll_run", flat=True)
-                   .distinct())
+    previous = set(
+        ObservedLink.objects.filter(mine, source=ObservationSource.IBNETDISCOVER)
+        .exclude(poll_run=None)
+        .order_by()
+        .values_list("poll_run", flat=True)
+        .distinct()
+    )
     if len(previous) == 1:
         scope |= Q(poll_run__in=previous) & (Q(switch=None) | Q(switch__fabric=None))
     elif previous:
-        logger.warning("ibnetdiscover sweep #%s: the switches it saw were last stored by sweeps %s; observations "
-                       "of switches without a fabric that it did not see are kept", run.pk,
-                       ", ".join(f"#{pk}" for pk in sorted(previous)))
+        logger.warning(
+            "ibnetdiscover sweep #%s: the switches it saw were last stored by sweeps %s; observations "
+            "of switches without a fabric that it did not see are kept",
+            run.pk,
+            ", ".join(f"#{pk}" for pk in sorted(previous)),
+        )
     return scope
 
 
@@ -342,9 +384,11 @@ def ib_links_resolve_node(node: Node, ports: Iterable[NicPort]) -> int:
     ports = list(ports)
     hcas = HcaPorts((p.pk, node.pk, p.name, p.guid, p.nic.node_guid) for p in ports)
     guids = set(hcas.by_port_guid) | {g for g, _ in hcas.by_node_guid}
-    rows = ObservedLink.objects.filter(source=ObservationSource.IBNETDISCOVER).filter(
-        Q(remote_port_guid__in=guids) | Q(node=node)).only("id", "remote_port_guid", "remote_port", "nic_port",
-                                                            "node")
+    rows = (
+        ObservedLink.objects.filter(source=ObservationSource.IBNETDISCOVER)
+        .filter(Q(remote_port_guid__in=guids) | Q(node=node))
+        .only("id", "remote_port_guid", "remote_port", "nic_port", "node")
+    )
     changed = []
     for row in rows:
         hca = hcas.find(row.remote_port_guid, row.remote_port)

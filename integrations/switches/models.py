@@ -80,10 +80,22 @@ class ObservedLink(models.Model):
     local_lid = models.PositiveIntegerField(null=True, blank=True)
     remote_lid = models.PositiveIntegerField(null=True, blank=True)
     poll_run = models.ForeignKey(PollRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="links")
-    node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.CASCADE, related_name="observed_links",
-                             help_text="Host end: the observing node (host LLDP) or the node of nic_port.")
-    nic_port = models.ForeignKey(NicPort, null=True, blank=True, on_delete=models.SET_NULL,
-                                 related_name="observed_links", help_text="Host end, resolved in the CMDB.")
+    node = models.ForeignKey(
+        Node,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="observed_links",
+        help_text="Host end: the observing node (host LLDP) or the node of nic_port.",
+    )
+    nic_port = models.ForeignKey(
+        NicPort,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="observed_links",
+        help_text="Host end, resolved in the CMDB.",
+    )
     first_seen_at = models.DateTimeField(auto_now_add=True)
     last_seen_at = models.DateTimeField(auto_now=True)
 

@@ -23,8 +23,15 @@ from cmdb.services.changelog import record_build, records_write
 from .models import ObservedLink
 
 # What a record shows of an observation (empty values are left out), plus the CMDB ports it resolved to.
-RECORD_FIELDS = ("local_device", "local_port", "remote_system", "remote_chassis_id", "remote_port",
-                 "remote_port_description", "remote_port_guid")
+RECORD_FIELDS = (
+    "local_device",
+    "local_port",
+    "remote_system",
+    "remote_chassis_id",
+    "remote_port",
+    "remote_port_description",
+    "remote_port_guid",
+)
 CHUNK = 900  # ids per `pk IN (...)`: stays under SQLite's bound-parameter limit on fabric-wide sweeps
 
 
@@ -51,8 +58,7 @@ def observation_facts(row: ObservedLink) -> dict[str, Any]:
     return facts
 
 
-def _record(row: ObservedLink, action: str, reason: str, changes: dict[str, list[Any]] | None = None
-            ) -> ChangeRecord:
+def _record(row: ObservedLink, action: str, reason: str, changes: dict[str, list[Any]] | None = None) -> ChangeRecord:
     if changes is None:
         facts = observation_facts(row)
         changes = {k: [None, v] if action == ChangeAction.CREATE else [v, None] for k, v in facts.items() if v}
@@ -73,7 +79,7 @@ def _copy(row: ObservedLink, new: ObservedLink, name: str) -> None:
 
 def _chunks(ids: Sequence[int]) -> Iterable[Sequence[int]]:
     for start in range(0, len(ids), CHUNK):
-        yield ids[start:start + CHUNK]
+        yield ids[start : start + CHUNK]
 
 
 def observations_remove(rows: Sequence[ObservedLink], *, reason: str) -> int:
@@ -84,9 +90,15 @@ def observations_remove(rows: Sequence[ObservedLink], *, reason: str) -> int:
     return len(rows)
 
 
-def observations_sync(*, old: Mapping[Any, ObservedLink], wanted: Mapping[Any, ObservedLink], reason: str,
-                      resolution: Sequence[str], announced: Sequence[str] = (),
-                      touch: Mapping[str, Any] | None = None) -> SyncResult:
+def observations_sync(
+    *,
+    old: Mapping[Any, ObservedLink],
+    wanted: Mapping[Any, ObservedLink],
+    reason: str,
+    resolution: Sequence[str],
+    announced: Sequence[str] = (),
+    touch: Mapping[str, Any] | None = None,
+) -> SyncResult:
     """Make the observer's rows `old` exactly the unsaved rows `wanted` (both by the same key).
 
     Call inside the caller's transaction, holding the observer's lock (the switch or node row), under the change
@@ -127,5 +139,9 @@ def observations_sync(*, old: Mapping[Any, ObservedLink], wanted: Mapping[Any, O
     ObservedLink.objects.bulk_create(created, batch_size=1000)
     records += [_record(row, ChangeAction.CREATE, reason) for row in created]
     records_write(records)
-    return SyncResult(created=len(created), removed=len(removed), updated=sum(
-        r.action == ChangeAction.UPDATE for r in records), kept=len(confirmed) + len(refreshed))
+    return SyncResult(
+        created=len(created),
+        removed=len(removed),
+        updated=sum(r.action == ChangeAction.UPDATE for r in records),
+        kept=len(confirmed) + len(refreshed),
+    )

@@ -39,8 +39,14 @@ def snmp_poller_get() -> SnmpPoller:
     return import_string(path)(concurrency=getattr(settings, "GPUOPS_SNMP_CONCURRENCY", 32))
 
 
-def snmp_target_for(switch: Switch, *, credential: SnmpCredential | None = None, port: int = 161,
-                    timeout_s: float = 2.0, retries: int = 1) -> SnmpTarget:
+def snmp_target_for(
+    switch: Switch,
+    *,
+    credential: SnmpCredential | None = None,
+    port: int = 161,
+    timeout_s: float = 2.0,
+    retries: int = 1,
+) -> SnmpTarget:
     if not switch.mgmt_ip:
         raise PermanentError(f"switch {switch.name} has no mgmt_ip")
     cred = credential or snmp_credential_resolve(switch.snmp_credential_ref)
@@ -131,22 +137,38 @@ def _observations_replace(switch: Switch, snapshot: SwitchSnapshot, run: PollRun
     wanted: dict[tuple[str, str, str], ObservedLink] = {}
     for nb in snapshot.lldp_neighbors:
         key = (nb.local_port[:64], nb.remote_chassis_id[:64], nb.remote_port[:128])
-        wanted.setdefault(key, ObservedLink(
-            source=ObservationSource.LLDP, switch=switch, switch_port=ports.get(nb.local_port),
-            local_device=switch.name, local_port=key[0], remote_chassis_id=key[1], remote_port=key[2],
-            remote_system=nb.remote_system[:253], remote_port_description=nb.remote_port_description[:253],
-            poll_run=run,
-        ))
+        wanted.setdefault(
+            key,
+            ObservedLink(
+                source=ObservationSource.LLDP,
+                switch=switch,
+                switch_port=ports.get(nb.local_port),
+                local_device=switch.name,
+                local_port=key[0],
+                remote_chassis_id=key[1],
+                remote_port=key[2],
+                remote_system=nb.remote_system[:253],
+                remote_port_description=nb.remote_port_description[:253],
+                poll_run=run,
+            ),
+        )
     reason = f"SNMP poll #{run.pk}"
     # Rows another switch left under this name (it was renamed, the name reused) would collide on the unique key.
-    stale = list(ObservedLink.objects.filter(source=ObservationSource.LLDP, local_device=switch.name)
-                 .exclude(switch=switch))
+    stale = list(
+        ObservedLink.objects.filter(source=ObservationSource.LLDP, local_device=switch.name).exclude(switch=switch)
+    )
     observations_remove(stale, reason=reason)
     # Kept rows keep first_seen_at; last_seen_at and the run say this poll confirmed them. A renamed switch or a
     # port that reached the CMDB since re-resolves the row silently; a neighbour announcing itself differently
     # is an update record.
-    observations_sync(old=old, wanted=wanted, reason=reason, resolution=("local_device", "switch_port"),
-                      announced=("remote_system", "remote_port_description"), touch={"poll_run": run})
+    observations_sync(
+        old=old,
+        wanted=wanted,
+        reason=reason,
+        resolution=("local_device", "switch_port"),
+        announced=("remote_system", "remote_port_description"),
+        touch={"poll_run": run},
+    )
     return len(snapshot.lldp_neighbors)
 
 
@@ -178,8 +200,9 @@ def _run_fail(run: PollRun, exc: Exception) -> PollRun:
     return run
 
 
-def switch_poll(switch: Switch, *, poller: SnmpPoller | None = None, target: SnmpTarget | None = None,
-                task_id: str = "") -> PollRun:
+def switch_poll(
+    switch: Switch, *, poller: SnmpPoller | None = None, target: SnmpTarget | None = None, task_id: str = ""
+) -> PollRun:
     """Poll one switch and apply the result. Returns the PollRun (failed runs keep the error text); the
     adapter's TransientError/PermanentError is re-raised after the run is recorded, so callers can retry."""
     run = PollRun.objects.create(switch=switch, kind="snmp", task_id=task_id)
@@ -192,8 +215,9 @@ def switch_poll(switch: Switch, *, poller: SnmpPoller | None = None, target: Snm
     return switch_snapshot_apply(switch=switch, snapshot=snapshot, run=run)
 
 
-def switches_poll_all(*, poller: SnmpPoller | None = None, switches: Sequence[Switch] | None = None,
-                      task_id: str = "") -> list[PollRun]:
+def switches_poll_all(
+    *, poller: SnmpPoller | None = None, switches: Sequence[Switch] | None = None, task_id: str = ""
+) -> list[PollRun]:
     """Poll every active switch with a mgmt IP and a credential reference, concurrently (the poller bounds
     how many at once), and apply each result in its own transaction: one bad switch fails only its run."""
     if switches is None:

@@ -62,17 +62,32 @@ from .snmp_decode import (
 log = logging.getLogger(__name__)
 
 _AUTH = {
-    "none": usmNoAuthProtocol, "md5": usmHMACMD5AuthProtocol, "sha": usmHMACSHAAuthProtocol,
-    "sha224": usmHMAC128SHA224AuthProtocol, "sha256": usmHMAC192SHA256AuthProtocol,
-    "sha384": usmHMAC256SHA384AuthProtocol, "sha512": usmHMAC384SHA512AuthProtocol,
+    "none": usmNoAuthProtocol,
+    "md5": usmHMACMD5AuthProtocol,
+    "sha": usmHMACSHAAuthProtocol,
+    "sha224": usmHMAC128SHA224AuthProtocol,
+    "sha256": usmHMAC192SHA256AuthProtocol,
+    "sha384": usmHMAC256SHA384AuthProtocol,
+    "sha512": usmHMAC384SHA512AuthProtocol,
 }
 _PRIV = {
-    "none": usmNoPrivProtocol, "des": usmDESPrivProtocol, "aes": usmAesCfb128Protocol,
-    "aes128": usmAesCfb128Protocol, "aes192": usmAesCfb192Protocol, "aes256": usmAesCfb256Protocol,
+    "none": usmNoPrivProtocol,
+    "des": usmDESPrivProtocol,
+    "aes": usmAesCfb128Protocol,
+    "aes128": usmAesCfb128Protocol,
+    "aes192": usmAesCfb192Protocol,
+    "aes256": usmAesCfb256Protocol,
 }
 # SNMPv3 report PDUs that mean the credential is wrong (not that the network is slow).
-_PERMANENT_INDICATIONS = ("unknownusername", "wrongdigest", "decryptionerror", "unsupportedsecuritylevel",
-                          "unknownengineid", "authenticationfailure", "notintimewindow")
+_PERMANENT_INDICATIONS = (
+    "unknownusername",
+    "wrongdigest",
+    "decryptionerror",
+    "unsupportedsecuritylevel",
+    "unknownengineid",
+    "authenticationfailure",
+    "notintimewindow",
+)
 
 
 def _auth_data(cred: SnmpCredential) -> CommunityData | UsmUserData:
@@ -86,8 +101,11 @@ def _auth_data(cred: SnmpCredential) -> CommunityData | UsmUserData:
     except KeyError as exc:
         raise PermanentError(f"unsupported SNMPv3 protocol {exc.args[0]!r}") from exc
     return UsmUserData(
-        cred.user, authKey=cred.auth_key or None, privKey=cred.priv_key or None,
-        authProtocol=auth, privProtocol=priv,
+        cred.user,
+        authKey=cred.auth_key or None,
+        privKey=cred.priv_key or None,
+        authProtocol=auth,
+        privProtocol=priv,
     )
 
 
@@ -112,7 +130,8 @@ def _raise_for(indication: Any, target: SnmpTarget, what: str) -> None:
     if "timed out" in text.lower() or "timeout" in squashed:
         raise TransientError(
             f"no SNMP response within {target.timeout_s:g}s x {target.retries + 1} tries during {what} "
-            "(host unreachable, agent down, or wrong community)", peer=target.label,
+            "(host unreachable, agent down, or wrong community)",
+            peer=target.label,
         )
     raise TransientError(f"SNMP {what} failed: {text}", peer=target.label)
 
@@ -208,8 +227,15 @@ class PysnmpPoller:
         prefix = tuple(int(x) for x in column_oid.split("."))
         rows: Column = {}
         async for indication, status, _index, var_binds in bulk_walk_cmd(
-            engine, auth, transport, context, 0, self.max_repetitions, ObjectType(ObjectIdentity(column_oid)),
-            lookupMib=False, lexicographicMode=False,
+            engine,
+            auth,
+            transport,
+            context,
+            0,
+            self.max_repetitions,
+            ObjectType(ObjectIdentity(column_oid)),
+            lookupMib=False,
+            lexicographicMode=False,
         ):
             if indication:
                 # bulk_walk_cmd yields a timeout and then keeps retrying forever: stop here, report once.

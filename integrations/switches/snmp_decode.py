@@ -53,10 +53,27 @@ LLDP_REM_PORT_DESC = "1.0.8802.1.1.2.1.4.1.1.8"
 LLDP_REM_SYS_NAME = "1.0.8802.1.1.2.1.4.1.1.9"
 
 TABLE_COLUMNS: tuple[str, ...] = (
-    IF_DESCR, IF_TYPE, IF_SPEED, IF_PHYS_ADDRESS, IF_ADMIN_STATUS, IF_OPER_STATUS, IF_NAME, IF_HIGH_SPEED, IF_ALIAS,
-    ENT_DESCR, ENT_CLASS, ENT_NAME, ENT_SERIAL, ENT_MODEL,
-    LLDP_LOC_PORT_ID, LLDP_LOC_PORT_DESC,
-    LLDP_REM_CHASSIS_SUBTYPE, LLDP_REM_CHASSIS_ID, LLDP_REM_PORT_SUBTYPE, LLDP_REM_PORT_ID, LLDP_REM_PORT_DESC,
+    IF_DESCR,
+    IF_TYPE,
+    IF_SPEED,
+    IF_PHYS_ADDRESS,
+    IF_ADMIN_STATUS,
+    IF_OPER_STATUS,
+    IF_NAME,
+    IF_HIGH_SPEED,
+    IF_ALIAS,
+    ENT_DESCR,
+    ENT_CLASS,
+    ENT_NAME,
+    ENT_SERIAL,
+    ENT_MODEL,
+    LLDP_LOC_PORT_ID,
+    LLDP_LOC_PORT_DESC,
+    LLDP_REM_CHASSIS_SUBTYPE,
+    LLDP_REM_CHASSIS_ID,
+    LLDP_REM_PORT_SUBTYPE,
+    LLDP_REM_PORT_ID,
+    LLDP_REM_PORT_DESC,
     LLDP_REM_SYS_NAME,
 )
 
@@ -280,12 +297,16 @@ def build_lldp(raw: RawSnmpData, ports: list[SwitchPortInfo]) -> list[LldpNeighb
             continue
         port_num = idx[1]
         chassis_id = decode_lldp_id(
-            chassis.get(idx), _int(raw.column(LLDP_REM_CHASSIS_SUBTYPE).get(idx)),
-            mac_subtype=CHASSIS_SUBTYPE_MAC, net_subtype=CHASSIS_SUBTYPE_NETWORK_ADDRESS,
+            chassis.get(idx),
+            _int(raw.column(LLDP_REM_CHASSIS_SUBTYPE).get(idx)),
+            mac_subtype=CHASSIS_SUBTYPE_MAC,
+            net_subtype=CHASSIS_SUBTYPE_NETWORK_ADDRESS,
         )
         port_id = decode_lldp_id(
-            raw.column(LLDP_REM_PORT_ID).get(idx), _int(raw.column(LLDP_REM_PORT_SUBTYPE).get(idx)),
-            mac_subtype=PORT_SUBTYPE_MAC, net_subtype=PORT_SUBTYPE_NETWORK_ADDRESS,
+            raw.column(LLDP_REM_PORT_ID).get(idx),
+            _int(raw.column(LLDP_REM_PORT_SUBTYPE).get(idx)),
+            mac_subtype=PORT_SUBTYPE_MAC,
+            net_subtype=PORT_SUBTYPE_NETWORK_ADDRESS,
         )
         neighbors.append(
             LldpNeighbor(
@@ -309,18 +330,35 @@ def snapshot_as_json(snapshot: SwitchSnapshot) -> dict:
     s = snapshot.system
     return {
         "system": {
-            "name": s.name, "description": s.description, "object_id": s.object_id, "model": s.model,
-            "serial": s.serial, "uptime": s.uptime_s,
+            "name": s.name,
+            "description": s.description,
+            "object_id": s.object_id,
+            "model": s.model,
+            "serial": s.serial,
+            "uptime": s.uptime_s,
             "modules": [{"name": m.name, "model": m.model, "serial": m.serial} for m in s.modules],
         },
         "ports": [
-            {"name": p.name, "alias": p.alias, "speed_mbps": p.speed_mbps, "admin_state": p.admin_state,
-             "oper_state": p.oper_state, "mac": p.mac, "index": p.index, "if_type": p.if_type}
+            {
+                "name": p.name,
+                "alias": p.alias,
+                "speed_mbps": p.speed_mbps,
+                "admin_state": p.admin_state,
+                "oper_state": p.oper_state,
+                "mac": p.mac,
+                "index": p.index,
+                "if_type": p.if_type,
+            }
             for p in snapshot.ports
         ],
         "lldp_neighbors": [
-            {"local_port": n.local_port, "remote_chassis_id": n.remote_chassis_id, "remote_port": n.remote_port,
-             "remote_system": n.remote_system, "remote_port_description": n.remote_port_description}
+            {
+                "local_port": n.local_port,
+                "remote_chassis_id": n.remote_chassis_id,
+                "remote_port": n.remote_port,
+                "remote_system": n.remote_system,
+                "remote_port_description": n.remote_port_description,
+            }
             for n in snapshot.lldp_neighbors
         ],
     }

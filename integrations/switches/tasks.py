@@ -33,8 +33,14 @@ def poll_all() -> dict[str, int]:
 
 
 @shared_task(
-    name="integrations.switches.poll_switch", bind=True, acks_late=True, ignore_result=True,
-    autoretry_for=(TransientError,), retry_backoff=30, retry_backoff_max=600, max_retries=3,
+    name="integrations.switches.poll_switch",
+    bind=True,
+    acks_late=True,
+    ignore_result=True,
+    autoretry_for=(TransientError,),
+    retry_backoff=30,
+    retry_backoff_max=600,
+    max_retries=3,
 )
 def poll_switch(self, switch_id: int) -> int:
     """Poll one switch now (e.g. after provisioning). Retries only transient errors, with backoff."""
@@ -44,11 +50,16 @@ def poll_switch(self, switch_id: int) -> int:
 
 
 @shared_task(base=BaseTask, name="integrations.switches.node_report_observe")
-def node_report_observe(node_id: int, report_id: str, neighbors: list[list[str]],
-                        lldp_complete: bool = True) -> dict[str, int]:
+def node_report_observe(
+    node_id: int, report_id: str, neighbors: list[list[str]], lldp_complete: bool = True
+) -> dict[str, int]:
     """After an agent report of the node committed (enqueued by workflows/glue/host_lldp.py): replace the node's
     host-LLDP observations with `neighbors` ([local_port, chassis id, system, port id, port description]) and
     re-resolve the InfiniBand observations of its HCAs. Idempotent; a task for an older report than the node's
     last applied one leaves the host view alone (host_lldp.node_report_apply)."""
-    return node_report_apply(node_id=node_id, report_id=report_id, lldp_complete=lldp_complete,
-                             neighbors=[HostNeighbor.of(n) for n in neighbors])
+    return node_report_apply(
+        node_id=node_id,
+        report_id=report_id,
+        lldp_complete=lldp_complete,
+        neighbors=[HostNeighbor.of(n) for n in neighbors],
+    )

@@ -30,18 +30,31 @@ from .cabling_tickets import (
 )
 from .models import PollRun, PollStatus
 
-TONES = {"ok": "done", "missing": "waiting", "miswired": "rejected", "unexpected": "approval",
-         "unknown_neighbor": "new"}
+TONES = {
+    "ok": "done",
+    "missing": "waiting",
+    "miswired": "rejected",
+    "unexpected": "approval",
+    "unknown_neighbor": "new",
+}
 
 
 @login_required
 def fabric_list(request: HttpRequest) -> HttpResponse:
-    fabrics = (restrict(Fabric.objects.select_related("site"), request.user, "view")
-               .annotate(switch_count=Count("switches", distinct=True), link_count=Count("links", distinct=True),
-                         mismatch_count=Count("links", filter=Q(links__status="mismatch"), distinct=True))
-               .order_by("name"))
-    last_polls = dict(PollRun.objects.filter(switch__fabric__isnull=False, status=PollStatus.OK)
-                      .values_list("switch__fabric").annotate(last=Max("finished_at")))
+    fabrics = (
+        restrict(Fabric.objects.select_related("site"), request.user, "view")
+        .annotate(
+            switch_count=Count("switches", distinct=True),
+            link_count=Count("links", distinct=True),
+            mismatch_count=Count("links", filter=Q(links__status="mismatch"), distinct=True),
+        )
+        .order_by("name")
+    )
+    last_polls = dict(
+        PollRun.objects.filter(switch__fabric__isnull=False, status=PollStatus.OK)
+        .values_list("switch__fabric")
+        .annotate(last=Max("finished_at"))
+    )
     rows = [{"fabric": f, "last_poll": last_polls.get(f.pk)} for f in fabrics]
     return render(request, "switches/fabric_list.html", {"rows": rows})
 
@@ -65,11 +78,20 @@ def fabric_cabling(request: HttpRequest, pk: int) -> HttpResponse:
     faults = [fault for fault in cabling_faults(findings) if any(id(f) in shown_ids for f in fault.findings)]
     tickets = cabling_tickets_by_port(request.user)  # the findings someone is already re-cabling, that they may see
     rows = [{"f": f, "tone": TONES[f.kind.value], "ticket": tickets.get(f"{f.switch}:{f.port}")} for f in shown]
-    return render(request, "switches/fabric_cabling.html", {
-        "fabric": fabric, "rows": rows, "summary": summary,
-        "kinds": kinds, "filters": filters, "total": len(findings), "fault_count": len(faults),
-        "can_open_tickets": cabling_tickets_may_open(request.user) and can(request.user, "change", fabric),
-    })
+    return render(
+        request,
+        "switches/fabric_cabling.html",
+        {
+            "fabric": fabric,
+            "rows": rows,
+            "summary": summary,
+            "kinds": kinds,
+            "filters": filters,
+            "total": len(findings),
+            "fault_count": len(faults),
+            "can_open_tickets": cabling_tickets_may_open(request.user) and can(request.user, "change", fabric),
+        },
+    )
 
 
 @login_required

@@ -40,17 +40,38 @@ class HttpWarehouseClient:
         if not isinstance(data, dict) or not isinstance(data.get("levels"), list):
             raise PermanentError(f"unexpected stock reply: {str(data)[:200]}", peer=self.http.base_url)
         try:
-            return [WmsStockLevel(site_code=site_code, location=str(row["location"]), sku=str(row["sku"]),
-                                  quantity=int(row["quantity"]), serials=tuple(map(str, row.get("serials") or ())))
-                    for row in data["levels"]]
+            return [
+                WmsStockLevel(
+                    site_code=site_code,
+                    location=str(row["location"]),
+                    sku=str(row["sku"]),
+                    quantity=int(row["quantity"]),
+                    serials=tuple(map(str, row.get("serials") or ())),
+                )
+                for row in data["levels"]
+            ]
         except (KeyError, TypeError, ValueError) as exc:
             raise PermanentError(f"unreadable stock level: {exc}", peer=self.http.base_url) from exc
 
     def movements_push(self, movements: Sequence[WmsMovement], *, idempotency_key: str) -> int:
-        body = {"movements": [{"ref": mv.ref, "at": mv.at.isoformat(), "kind": mv.kind, "sku": mv.sku,
-                               "quantity": mv.quantity, "site": mv.site_code, "location": mv.location,
-                               "serial": mv.serial, "to_location": mv.to_location, "ticket_ref": mv.ticket_ref,
-                               "reason": mv.reason} for mv in movements]}
+        body = {
+            "movements": [
+                {
+                    "ref": mv.ref,
+                    "at": mv.at.isoformat(),
+                    "kind": mv.kind,
+                    "sku": mv.sku,
+                    "quantity": mv.quantity,
+                    "site": mv.site_code,
+                    "location": mv.location,
+                    "serial": mv.serial,
+                    "to_location": mv.to_location,
+                    "ticket_ref": mv.ticket_ref,
+                    "reason": mv.reason,
+                }
+                for mv in movements
+            ]
+        }
         data = self.http.request("POST", "/api/v1/movements", json=body, idempotency_key=idempotency_key)
         return int((data or {}).get("accepted", len(movements)))
 

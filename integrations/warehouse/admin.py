@@ -39,13 +39,36 @@ class MinimumStockAdmin(admin.ModelAdmin):
 
 @admin.register(StockDiscrepancy)
 class StockDiscrepancyAdmin(admin.ModelAdmin):
-    list_display = ("detected_at", "site", "kind", "location", "sku", "serial", "ledger_quantity", "other_quantity",
-                    "status")
+    list_display = (
+        "detected_at",
+        "site",
+        "kind",
+        "location",
+        "sku",
+        "serial",
+        "ledger_quantity",
+        "other_quantity",
+        "status",
+    )
     list_filter = ("status", "kind", "site")
     search_fields = ("serial", "sku", "detail")
-    readonly_fields = ("site", "location", "kind", "accelerator_model", "part_model", "sku", "serial",
-                       "ledger_quantity", "other_quantity", "detail", "subject_key", "detected_at", "last_seen_at",
-                       "resolved_at", "resolved_by")
+    readonly_fields = (
+        "site",
+        "location",
+        "kind",
+        "accelerator_model",
+        "part_model",
+        "sku",
+        "serial",
+        "ledger_quantity",
+        "other_quantity",
+        "detail",
+        "subject_key",
+        "detected_at",
+        "last_seen_at",
+        "resolved_at",
+        "resolved_by",
+    )
     actions = ("resolve_selected",)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -53,20 +76,44 @@ class StockDiscrepancyAdmin(admin.ModelAdmin):
 
     @admin.action(description="Mark resolved")
     def resolve_selected(self, request: HttpRequest, queryset: QuerySet[StockDiscrepancy]) -> None:
-        count = queryset.filter(status="open").update(status="resolved", resolved_at=timezone.now(),
-                                                       resolved_by=request.user)
+        count = queryset.filter(status="open").update(
+            status="resolved", resolved_at=timezone.now(), resolved_by=request.user
+        )
         self.message_user(request, f"Resolved {count}.", messages.SUCCESS)
 
 
 @admin.register(LedgerMovement)
 class LedgerMovementAdmin(ReadOnlyAdmin):
-    list_display = ("at", "kind", "item", "quantity", "location", "to_location", "node", "actor", "reason",
-                    "ticket_ref")
+    list_display = (
+        "at",
+        "kind",
+        "item",
+        "quantity",
+        "location",
+        "to_location",
+        "node",
+        "actor",
+        "reason",
+        "ticket_ref",
+    )
     list_filter = ("kind", "location__site")
-    search_fields = ("accelerator__serial", "part_item__serial", "part_model__sku", "ticket_ref", "reason",
-                     "correlation_id")
-    list_select_related = ("accelerator", "part_item", "part_model", "location__site", "to_location__site", "node",
-                           "actor")
+    search_fields = (
+        "accelerator__serial",
+        "part_item__serial",
+        "part_model__sku",
+        "ticket_ref",
+        "reason",
+        "correlation_id",
+    )
+    list_select_related = (
+        "accelerator",
+        "part_item",
+        "part_model",
+        "location__site",
+        "to_location__site",
+        "node",
+        "actor",
+    )
     date_hierarchy = "at"
 
     @admin.display(description="item")
@@ -102,9 +149,15 @@ class StockOverviewAdmin(ReadOnlyAdmin):
         code = request.GET.get("site")
         sites = visible.filter(code=code) if code else visible
         lines = stock_lines(site_ids=list(sites.values_list("pk", flat=True)))
-        context = {**self.admin_site.each_context(request), "title": "Stock overview", "lines": lines,
-                   "opts": self.model._meta, "sites": visible, "selected": code or "",
-                   **(extra_context or {})}
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Stock overview",
+            "lines": lines,
+            "opts": self.model._meta,
+            "sites": visible,
+            "selected": code or "",
+            **(extra_context or {}),
+        }
         return TemplateResponse(request, "admin/warehouse/stock_overview.html", context)
 
     def has_view_permission(self, request: HttpRequest, obj=None) -> bool:

@@ -23,13 +23,14 @@ class MinimumStock(models.Model):
 
     # PROTECT: thresholds are policy; deleting a site or model should not silently drop them.
     site = models.ForeignKey("cmdb.Site", on_delete=models.PROTECT, related_name="+")
-    accelerator_model = models.ForeignKey("cmdb.AcceleratorModel", null=True, blank=True, on_delete=models.PROTECT,
-                                          related_name="+")
-    part_model = models.ForeignKey("cmdb.PartModel", null=True, blank=True, on_delete=models.PROTECT,
-                                   related_name="+")
+    accelerator_model = models.ForeignKey(
+        "cmdb.AcceleratorModel", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    part_model = models.ForeignKey("cmdb.PartModel", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     minimum = models.PositiveIntegerField(validators=[MinValueValidator(1)])
-    target = models.PositiveIntegerField(null=True, blank=True,
-                                         help_text="Order up to this many free spares; empty = the minimum.")
+    target = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Order up to this many free spares; empty = the minimum."
+    )
     is_active = models.BooleanField(default=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -38,16 +39,26 @@ class MinimumStock(models.Model):
         verbose_name = "minimum stock level"
         constraints = [
             models.CheckConstraint(
-                condition=(Q(accelerator_model__isnull=False, part_model__isnull=True)
-                           | Q(accelerator_model__isnull=True, part_model__isnull=False)),
+                condition=(
+                    Q(accelerator_model__isnull=False, part_model__isnull=True)
+                    | Q(accelerator_model__isnull=True, part_model__isnull=False)
+                ),
                 name="minimumstock_exactly_one_model",
             ),
-            models.UniqueConstraint(fields=["site", "accelerator_model"], condition=Q(accelerator_model__isnull=False),
-                                    name="minimumstock_unique_accelerator_model"),
-            models.UniqueConstraint(fields=["site", "part_model"], condition=Q(part_model__isnull=False),
-                                    name="minimumstock_unique_part_model"),
-            models.CheckConstraint(condition=Q(target__isnull=True) | Q(target__gte=models.F("minimum")),
-                                   name="minimumstock_target_at_least_minimum"),
+            models.UniqueConstraint(
+                fields=["site", "accelerator_model"],
+                condition=Q(accelerator_model__isnull=False),
+                name="minimumstock_unique_accelerator_model",
+            ),
+            models.UniqueConstraint(
+                fields=["site", "part_model"],
+                condition=Q(part_model__isnull=False),
+                name="minimumstock_unique_part_model",
+            ),
+            models.CheckConstraint(
+                condition=Q(target__isnull=True) | Q(target__gte=models.F("minimum")),
+                name="minimumstock_target_at_least_minimum",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -87,34 +98,38 @@ class StockDiscrepancy(models.Model):
     """
 
     site = models.ForeignKey("cmdb.Site", on_delete=models.CASCADE, related_name="+")
-    location = models.ForeignKey("cmdb.StockLocation", null=True, blank=True, on_delete=models.SET_NULL,
-                                 related_name="+")
+    location = models.ForeignKey(
+        "cmdb.StockLocation", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     kind = models.CharField(max_length=32, choices=StockDiscrepancyKind.choices)
-    accelerator_model = models.ForeignKey("cmdb.AcceleratorModel", null=True, blank=True, on_delete=models.SET_NULL,
-                                          related_name="+")
-    part_model = models.ForeignKey("cmdb.PartModel", null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    accelerator_model = models.ForeignKey(
+        "cmdb.AcceleratorModel", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    part_model = models.ForeignKey("cmdb.PartModel", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     sku = models.CharField(max_length=100, blank=True)
     serial = models.CharField(max_length=100, blank=True)
     ledger_quantity = models.IntegerField(null=True, blank=True)
     other_quantity = models.IntegerField(null=True, blank=True, help_text="The WMS's or the stock take's figure.")
     detail = models.CharField(max_length=500)
     subject_key = models.CharField(max_length=200)
-    status = models.CharField(max_length=16, choices=[("open", "Open"), ("resolved", "Resolved")], default="open",
-                              db_index=True)
+    status = models.CharField(
+        max_length=16, choices=[("open", "Open"), ("resolved", "Resolved")], default="open", db_index=True
+    )
     detected_at = models.DateTimeField()
     last_seen_at = models.DateTimeField()
     resolved_at = models.DateTimeField(null=True, blank=True)
-    resolved_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                    related_name="+")
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     resolution = models.CharField(max_length=500, blank=True)
 
     class Meta:
         ordering = ["-detected_at", "-id"]
         verbose_name_plural = "stock discrepancies"
         constraints = [
-            models.UniqueConstraint(fields=["subject_key"], condition=Q(status="open"),
-                                    name="stockdiscrepancy_one_open_per_subject"),
+            models.UniqueConstraint(
+                fields=["subject_key"], condition=Q(status="open"), name="stockdiscrepancy_one_open_per_subject"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -61,8 +61,11 @@ def wms_reconcile(self, site_id: int | None = None) -> int:
     if site_id is not None:
         return reconcile(site=Site.objects.get(pk=site_id)).discrepancies
     codes = warehouse_setting("WMS_SITES")
-    sites = Site.objects.filter(code__in=codes) if codes else Site.objects.filter(
-        pk__in=StockLocation.objects.values("site_id"))
+    sites = (
+        Site.objects.filter(code__in=codes)
+        if codes
+        else Site.objects.filter(pk__in=StockLocation.objects.values("site_id"))
+    )
     for site in sites:
         wms_reconcile.delay(site.pk)
     return 0

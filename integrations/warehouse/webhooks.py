@@ -17,16 +17,26 @@ WMS_DATA_SCHEMAS: dict[str, dict[str, Any]] = {
     "stock.counted": {
         "type": "object",
         "required": ["site", "location", "sku", "quantity"],
-        "properties": {"site": {"type": "string", "minLength": 1, "maxLength": 32}, "location": _STR, "sku": _STR,
-                       "quantity": {"type": "integer", "minimum": 0},
-                       "serials": {"type": "array", "items": _SERIAL, "uniqueItems": True, "maxItems": 100000}},
+        "properties": {
+            "site": {"type": "string", "minLength": 1, "maxLength": 32},
+            "location": _STR,
+            "sku": _STR,
+            "quantity": {"type": "integer", "minimum": 0},
+            "serials": {"type": "array", "items": _SERIAL, "uniqueItems": True, "maxItems": 100000},
+        },
     },
     "movement.recorded": {
         "type": "object",
         "required": ["site", "kind", "sku", "quantity"],
-        "properties": {"site": {"type": "string", "minLength": 1, "maxLength": 32}, "location": _STR, "sku": _STR,
-                       "kind": _STR, "quantity": {"type": "integer"}, "serial": _SERIAL,
-                       "ref": {"type": "string", "maxLength": 100}},
+        "properties": {
+            "site": {"type": "string", "minLength": 1, "maxLength": 32},
+            "location": _STR,
+            "sku": _STR,
+            "kind": _STR,
+            "quantity": {"type": "integer"},
+            "serial": _SERIAL,
+            "ref": {"type": "string", "maxLength": 100},
+        },
     },
 }
 

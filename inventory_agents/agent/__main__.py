@@ -85,10 +85,18 @@ def _parser() -> argparse.ArgumentParser:
     enrol = sub.add_parser("enroll", help="register this node with an enrollment token; write its agent token")
     common(enrol)
     enrol.add_argument("--server", required=True, metavar="URL", help="e.g. https://gpuops.example.com")
-    enrol.add_argument("--enrollment-token-file", required=True, metavar="FILE",
-                       help="file holding the site's enrollment token (gpe_...)")
-    enrol.add_argument("--token-file", required=True, metavar="FILE",
-                       help="where to write this node's agent token (mode 600); `report` reads it")
+    enrol.add_argument(
+        "--enrollment-token-file",
+        required=True,
+        metavar="FILE",
+        help="file holding the site's enrollment token (gpe_...)",
+    )
+    enrol.add_argument(
+        "--token-file",
+        required=True,
+        metavar="FILE",
+        help="where to write this node's agent token (mode 600); `report` reads it",
+    )
     enrol.add_argument("--force", action="store_true", help="replace an existing token file")
     enrol.add_argument("--http-timeout", type=float, default=30.0, metavar="SECONDS")
     return parser
@@ -182,9 +190,13 @@ def cmd_enroll(args: argparse.Namespace) -> int:
     try:
         answer = enroll(url, enrollment_token, to_json(report, indent=None).encode("utf-8"), args.http_timeout)
     except TransientError as exc:
-        log.error("cannot enroll at %s (%s); run enroll again later (if the server registered the node before the "
-                  "answer was lost, enroll is refused: an administrator then issues its token with "
-                  "`manage.py agent_token_issue HOSTNAME`)", url, exc)
+        log.error(
+            "cannot enroll at %s (%s); run enroll again later (if the server registered the node before the "
+            "answer was lost, enroll is refused: an administrator then issues its token with "
+            "`manage.py agent_token_issue HOSTNAME`)",
+            url,
+            exc,
+        )
         return EXIT_SPOOLED
     except RejectedError as exc:
         log.error("enrollment refused by %s (%s)", url, exc)
@@ -200,8 +212,13 @@ def cmd_enroll(args: argparse.Namespace) -> int:
         # The server issued the token once and will not show it again: print it so it is not lost.
         log.error("cannot write %s (%s); the agent token is: %s", args.token_file, exc, answer["token"])
         return EXIT_SPOOL_FAILED
-    log.warning("enrolled as %s (node %s, status %s); token written to %s", answer.get("hostname"),
-                answer.get("node_id"), answer.get("status"), args.token_file)
+    log.warning(
+        "enrolled as %s (node %s, status %s); token written to %s",
+        answer.get("hostname"),
+        answer.get("node_id"),
+        answer.get("status"),
+        args.token_file,
+    )
     return EXIT_OK
 
 

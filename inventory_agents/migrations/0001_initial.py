@@ -8,99 +8,166 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('cmdb', '0002_stock_ledger'),
+        ("cmdb", "0002_stock_ledger"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='AgentToken',
+            name="AgentToken",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('version', models.PositiveIntegerField(default=1, editable=False)),
-                ('token_hash', models.CharField(help_text='SHA-256 of the token (hex).', max_length=64, unique=True)),
-                ('prefix', models.CharField(help_text='First characters of the token, to recognise it.', max_length=12)),
-                ('description', models.CharField(blank=True, max_length=200)),
-                ('last_used_at', models.DateTimeField(blank=True, null=True)),
-                ('revoked_at', models.DateTimeField(blank=True, db_index=True, null=True)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('node', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='agent_tokens', to='cmdb.node')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("version", models.PositiveIntegerField(default=1, editable=False)),
+                ("token_hash", models.CharField(help_text="SHA-256 of the token (hex).", max_length=64, unique=True)),
+                (
+                    "prefix",
+                    models.CharField(help_text="First characters of the token, to recognise it.", max_length=12),
+                ),
+                ("description", models.CharField(blank=True, max_length=200)),
+                ("last_used_at", models.DateTimeField(blank=True, null=True)),
+                ("revoked_at", models.DateTimeField(blank=True, db_index=True, null=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "node",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="agent_tokens", to="cmdb.node"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['node_id', '-created_at'],
+                "ordering": ["node_id", "-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='EnrollmentToken',
+            name="EnrollmentToken",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('version', models.PositiveIntegerField(default=1, editable=False)),
-                ('name', models.CharField(max_length=100, unique=True)),
-                ('token_hash', models.CharField(max_length=64, unique=True)),
-                ('prefix', models.CharField(max_length=12)),
-                ('max_uses', models.PositiveIntegerField(blank=True, help_text='Blank: unlimited.', null=True)),
-                ('uses', models.PositiveIntegerField(default=0)),
-                ('expires_at', models.DateTimeField(blank=True, null=True)),
-                ('revoked_at', models.DateTimeField(blank=True, null=True)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('server_model', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='cmdb.servermodel')),
-                ('site', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='cmdb.site')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("version", models.PositiveIntegerField(default=1, editable=False)),
+                ("name", models.CharField(max_length=100, unique=True)),
+                ("token_hash", models.CharField(max_length=64, unique=True)),
+                ("prefix", models.CharField(max_length=12)),
+                ("max_uses", models.PositiveIntegerField(blank=True, help_text="Blank: unlimited.", null=True)),
+                ("uses", models.PositiveIntegerField(default=0)),
+                ("expires_at", models.DateTimeField(blank=True, null=True)),
+                ("revoked_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "server_model",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to="cmdb.servermodel"
+                    ),
+                ),
+                (
+                    "site",
+                    models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name="+", to="cmdb.site"),
+                ),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Report',
+            name="Report",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('received_at', models.DateTimeField()),
-                ('collected_at', models.DateTimeField(blank=True, null=True)),
-                ('schema', models.CharField(blank=True, max_length=64)),
-                ('agent_version', models.CharField(blank=True, max_length=32)),
-                ('report_hash', models.CharField(blank=True, max_length=64)),
-                ('size_bytes', models.PositiveIntegerField(default=0)),
-                ('status', models.CharField(choices=[('applied', 'Applied'), ('superseded', 'Superseded (older than the last applied report)'), ('rejected', 'Rejected (invalid)'), ('failed', 'Failed (server error)')], max_length=16)),
-                ('payload', models.JSONField(blank=True, null=True)),
-                ('errors', models.JSONField(blank=True, default=list)),
-                ('summary', models.JSONField(blank=True, default=dict)),
-                ('duration_ms', models.PositiveIntegerField(default=0)),
-                ('node', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='agent_reports', to='cmdb.node')),
+                ("id", models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
+                ("received_at", models.DateTimeField()),
+                ("collected_at", models.DateTimeField(blank=True, null=True)),
+                ("schema", models.CharField(blank=True, max_length=64)),
+                ("agent_version", models.CharField(blank=True, max_length=32)),
+                ("report_hash", models.CharField(blank=True, max_length=64)),
+                ("size_bytes", models.PositiveIntegerField(default=0)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("applied", "Applied"),
+                            ("superseded", "Superseded (older than the last applied report)"),
+                            ("rejected", "Rejected (invalid)"),
+                            ("failed", "Failed (server error)"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("payload", models.JSONField(blank=True, null=True)),
+                ("errors", models.JSONField(blank=True, default=list)),
+                ("summary", models.JSONField(blank=True, default=dict)),
+                ("duration_ms", models.PositiveIntegerField(default=0)),
+                (
+                    "node",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="agent_reports", to="cmdb.node"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-received_at'],
+                "ordering": ["-received_at"],
             },
         ),
         migrations.CreateModel(
-            name='AgentState',
+            name="AgentState",
             fields=[
-                ('node', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='agent_state', serialize=False, to='cmdb.node')),
-                ('last_hash', models.CharField(blank=True, max_length=64)),
-                ('last_full_at', models.DateTimeField(blank=True, null=True)),
-                ('last_collected_at', models.DateTimeField(blank=True, null=True)),
-                ('agent_version', models.CharField(blank=True, max_length=32)),
-                ('reports_applied', models.PositiveIntegerField(default=0)),
-                ('signal_fingerprints', models.JSONField(blank=True, default=list)),
-                ('last_report', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='inventory_agents.report')),
+                (
+                    "node",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="agent_state",
+                        serialize=False,
+                        to="cmdb.node",
+                    ),
+                ),
+                ("last_hash", models.CharField(blank=True, max_length=64)),
+                ("last_full_at", models.DateTimeField(blank=True, null=True)),
+                ("last_collected_at", models.DateTimeField(blank=True, null=True)),
+                ("agent_version", models.CharField(blank=True, max_length=32)),
+                ("reports_applied", models.PositiveIntegerField(default=0)),
+                ("signal_fingerprints", models.JSONField(blank=True, default=list)),
+                (
+                    "last_report",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="inventory_agents.report",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'agent state',
+                "verbose_name": "agent state",
             },
         ),
         migrations.AddIndex(
-            model_name='report',
-            index=models.Index(fields=['node', '-received_at'], name='inventory_a_node_id_776905_idx'),
+            model_name="report",
+            index=models.Index(fields=["node", "-received_at"], name="inventory_a_node_id_776905_idx"),
         ),
         migrations.AddIndex(
-            model_name='report',
-            index=models.Index(fields=['status', '-received_at'], name='inventory_a_status_b39d7e_idx'),
+            model_name="report",
+            index=models.Index(fields=["status", "-received_at"], name="inventory_a_status_b39d7e_idx"),
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('inventory_agents', '0002_default_health_policies'),
+        ("inventory_agents", "0002_default_health_policies"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='agenttoken',
-            name='revoked_at',
+            model_name="agenttoken",
+            name="revoked_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
     ]

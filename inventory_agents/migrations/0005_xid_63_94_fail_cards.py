@@ -11,17 +11,29 @@ OLD = {"severity": "warning", "action": "reset", "marks_failed": False}
 def forwards(apps, schema_editor):
     policy = apps.get_model("cmdb", "HealthPolicy")
     policy.objects.filter(vendor__isnull=True, kind="xid", code="63", **OLD).update(
-        severity="critical", action="drain_repair", marks_failed=True,
-        description="ECC page retirement or row remapping recorded: reset and check")
+        severity="critical",
+        action="drain_repair",
+        marks_failed=True,
+        description="ECC page retirement or row remapping recorded: reset and check",
+    )
     policy.objects.filter(vendor__isnull=True, kind="xid", code="94", **OLD).update(
-        severity="critical", action="drain_repair", marks_failed=True,
-        description="Contained ECC error: reset and check before new jobs")
+        severity="critical",
+        action="drain_repair",
+        marks_failed=True,
+        description="Contained ECC error: reset and check before new jobs",
+    )
 
 
 def backwards(apps, schema_editor):
     policy = apps.get_model("cmdb", "HealthPolicy")
-    policy.objects.filter(vendor__isnull=True, kind="xid", code__in=["63", "94"], severity="critical",
-                          action="drain_repair", marks_failed=True).update(**OLD)
+    policy.objects.filter(
+        vendor__isnull=True,
+        kind="xid",
+        code__in=["63", "94"],
+        severity="critical",
+        action="drain_repair",
+        marks_failed=True,
+    ).update(**OLD)
 
 
 class Migration(migrations.Migration):

@@ -46,17 +46,21 @@ def _alias_key(text: str) -> str:
 
 def collector_signal(run: Pass, code: str, message: str) -> None:
     """A node-level `collector` event: a collector failed or a section came back unusable."""
-    run.signals.append(PendingSignal(signal=Signal("collector", code, message[:300], (f"collector:{code}",)),
-                                     vendor_id=None))
+    run.signals.append(
+        PendingSignal(signal=Signal("collector", code, message[:300], (f"collector:{code}",)), vendor_id=None)
+    )
 
 
 def conflict_signal(run: Pass, code: str, ident: str, message: str) -> None:
     """A node-level `conflict` event (graded by policy kind `conflict`), one open event per node and identity."""
     run.summary["conflicts"] += 1
-    run.signals.append(PendingSignal(
-        signal=Signal("conflict", code, message[:300], (f"conflict:{code}:{ident}",)), vendor_id=None,
-        dedup_key=f"node:{run.node.pk}:conflict:{code}:{ident}"[:200],
-    ))
+    run.signals.append(
+        PendingSignal(
+            signal=Signal("conflict", code, message[:300], (f"conflict:{code}:{ident}",)),
+            vendor_id=None,
+            dedup_key=f"node:{run.node.pk}:conflict:{code}:{ident}"[:200],
+        )
+    )
 
 
 class CardMatcher:
@@ -73,8 +77,10 @@ class CardMatcher:
             query |= Q(uuid__in=uuids)
         # Locked in id order: two reports claiming the same card wait on each other instead of deadlocking.
         rows = list(
-            Accelerator.objects.select_for_update(of=("self",)).filter(query)
-            .select_related("node", "model").order_by("pk")
+            Accelerator.objects.select_for_update(of=("self",))
+            .filter(query)
+            .select_related("node", "model")
+            .order_by("pk")
         )
         self.rows = rows
         self.by_serial = {a.serial: a for a in rows if a.serial}
@@ -105,15 +111,24 @@ def _model_for(run: Pass, obs: CardObs, vendor: Vendor, models: dict) -> Acceler
         return fallback
     name = (obs.model or f"Unidentified {vendor.name}")[:100]
     model, created = AcceleratorModel.objects.get_or_create(
-        name=name, defaults={"vendor": vendor, "aliases": [obs.model] if obs.model else []})
+        name=name, defaults={"vendor": vendor, "aliases": [obs.model] if obs.model else []}
+    )
     models[(vendor.pk, key)] = model
     if created:
         run.summary["catalog_created"] += 1
-        run.signals.append(PendingSignal(
-            signal=Signal("conflict", "unknown_model", f"New accelerator model {name!r} ({vendor.slug}) was added "
-                          f"to the catalog from {run.node.hostname}'s report; review it.", (f"model:{name}",)),
-            vendor_id=None, dedup_key=f"catalog:unknown_model:{name}"[:200],
-        ))
+        run.signals.append(
+            PendingSignal(
+                signal=Signal(
+                    "conflict",
+                    "unknown_model",
+                    f"New accelerator model {name!r} ({vendor.slug}) was added "
+                    f"to the catalog from {run.node.hostname}'s report; review it.",
+                    (f"model:{name}",),
+                ),
+                vendor_id=None,
+                dedup_key=f"catalog:unknown_model:{name}"[:200],
+            )
+        )
     return model
 
 
@@ -143,13 +158,26 @@ def _place_here(card: Accelerator, obs: CardObs, run: Pass) -> None:
     if moved_from is not None:
         run.summary["cards_moved"] += 1
         run.invalidate_nodes.add(moved_from.pk)
-        message = (f"{card} moved from {moved_from.hostname} slot {_slot(card, moved_from)} to "
-                   f"{node.hostname} slot {obs.index}")
-        run.events_new.append(HealthEvent(
-            node=node, accelerator=card, kind="moved", code="", severity=Severity.INFO, action=HealthAction.MONITOR,
-            message=message[:500], dedup_key=f"acc:{card.pk}:moved:{run.now.timestamp()}"[:200], count=1,
-            first_seen_at=run.now, last_seen_at=run.now, resolved_at=run.now,
-        ))
+        message = (
+            f"{card} moved from {moved_from.hostname} slot {_slot(card, moved_from)} to "
+            f"{node.hostname} slot {obs.index}"
+        )
+        run.events_new.append(
+            HealthEvent(
+                node=node,
+                accelerator=card,
+                kind="moved",
+                code="",
+                severity=Severity.INFO,
+                action=HealthAction.MONITOR,
+                message=message[:500],
+                dedup_key=f"acc:{card.pk}:moved:{run.now.timestamp()}"[:200],
+                count=1,
+                first_seen_at=run.now,
+                last_seen_at=run.now,
+                resolved_at=run.now,
+            )
+        )
 
 
 def _slot(card: Accelerator, node) -> str:
@@ -200,17 +228,24 @@ def _match(run: Pass, matcher: CardMatcher, obs: CardObs, claimed: set[int]) -> 
         card = card or (matcher.by_uuid.get(obs.uuid) if obs.uuid else None)
         if card is not None and card.node_id == run.node.pk:
             claimed.add(card.pk)  # it is in this node, wherever: not missing, and left where the CMDB has it
-        conflict_signal(run, "slot_out_of_range", obs.identity or f"slot:{obs.index}",
-                        f"{obs.path}: {obs.identity or 'a card'} is reported in slot {obs.index} of "
-                        f"{run.node.hostname}, whose model has {run.node.server_model.accelerator_slots} "
-                        "accelerator slots; left unchanged.")
+        conflict_signal(
+            run,
+            "slot_out_of_range",
+            obs.identity or f"slot:{obs.index}",
+            f"{obs.path}: {obs.identity or 'a card'} is reported in slot {obs.index} of "
+            f"{run.node.hostname}, whose model has {run.node.server_model.accelerator_slots} "
+            "accelerator slots; left unchanged.",
+        )
         return False
     if card is None and obs.uuid:
         card = matcher.by_uuid.get(obs.uuid)
         if card is not None and card.serial and obs.serial and card.serial != obs.serial:
-            conflict_signal(run, "identity_mismatch", obs.uuid,
-                            f"{obs.path}: UUID {obs.uuid} belongs to serial {card.serial}, the report says "
-                            f"serial {obs.serial}.")
+            conflict_signal(
+                run,
+                "identity_mismatch",
+                obs.uuid,
+                f"{obs.path}: UUID {obs.uuid} belongs to serial {card.serial}, the report says serial {obs.serial}.",
+            )
             return False
     if card is None and obs.identity is None and obs.index is not None:
         slot_card = matcher.by_slot.get(obs.index)
@@ -226,23 +261,35 @@ def _match(run: Pass, matcher: CardMatcher, obs: CardObs, claimed: set[int]) -> 
     run.track(card)
     if card.lifecycle in CONFLICT_LIFECYCLES:
         code = CONFLICT_LIFECYCLES[card.lifecycle]
-        conflict_signal(run, code, obs.identity or "",
-                        f"{obs.path}: {obs.identity} is reported in {run.node.hostname} slot {obs.index} but the "
-                        f"CMDB has it {card.get_lifecycle_display().lower()} (card #{card.pk}); left unchanged.")
+        conflict_signal(
+            run,
+            code,
+            obs.identity or "",
+            f"{obs.path}: {obs.identity} is reported in {run.node.hostname} slot {obs.index} but the "
+            f"CMDB has it {card.get_lifecycle_display().lower()} (card #{card.pk}); left unchanged.",
+        )
         return False
     if card.node_id != run.node.pk and card.site_id and card.site_id != run.node.site_id:
         # Cards change sites through shipping (stock, warehouse), never by a node's word alone.
-        conflict_signal(run, "serial_at_other_site", obs.identity or "",
-                        f"{obs.path}: {obs.identity} is reported in {run.node.hostname} slot {obs.index} but the "
-                        f"CMDB has it at another site (card #{card.pk}); left unchanged.")
+        conflict_signal(
+            run,
+            "serial_at_other_site",
+            obs.identity or "",
+            f"{obs.path}: {obs.identity} is reported in {run.node.hostname} slot {obs.index} but the "
+            f"CMDB has it at another site (card #{card.pk}); left unchanged.",
+        )
         return False
     if obs.serial and card.serial != obs.serial:
         card.serial = obs.serial  # matched by UUID: the serial became readable
     if obs.uuid and card.uuid != obs.uuid:
         holder = matcher.by_uuid.get(obs.uuid)
         if holder is not None and holder.pk != card.pk:
-            conflict_signal(run, "uuid_in_use", obs.uuid,
-                            f"{obs.path}: UUID {obs.uuid} is recorded on card #{holder.pk}; not copied.")
+            conflict_signal(
+                run,
+                "uuid_in_use",
+                obs.uuid,
+                f"{obs.path}: UUID {obs.uuid} is recorded on card #{holder.pk}; not copied.",
+            )
         else:
             card.uuid = obs.uuid
     return card
@@ -262,14 +309,26 @@ def _create(run: Pass, new_obs: list[CardObs]) -> list[Accelerator]:
     for obs in new_obs:
         vendor = vendors.get(obs.vendor)
         if vendor is None:
-            conflict_signal(run, "unknown_vendor", obs.vendor, f"{obs.path}: vendor {obs.vendor!r} is not in the "
-                            "catalog; card not recorded.")
+            conflict_signal(
+                run,
+                "unknown_vendor",
+                obs.vendor,
+                f"{obs.path}: vendor {obs.vendor!r} is not in the catalog; card not recorded.",
+            )
             continue
         card = Accelerator(
-            model=_model_for(run, obs, vendor, models), serial=obs.serial, uuid=obs.uuid,
-            lifecycle=AcceleratorLifecycle.INSTALLED, site_id=run.node.site_id, node=run.node,
-            slot_index=obs.index, pci_bus_id=obs.pci_bus_id, firmware_version=obs.firmware_version,
-            driver_version=obs.driver_version, last_seen_at=run.now, health_changed_at=run.now,
+            model=_model_for(run, obs, vendor, models),
+            serial=obs.serial,
+            uuid=obs.uuid,
+            lifecycle=AcceleratorLifecycle.INSTALLED,
+            site_id=run.node.site_id,
+            node=run.node,
+            slot_index=obs.index,
+            pci_bus_id=obs.pci_bus_id,
+            firmware_version=obs.firmware_version,
+            driver_version=obs.driver_version,
+            last_seen_at=run.now,
+            health_changed_at=run.now,
         )
         _card_signals(run, card, obs)  # event keys are computed later, once the card has an id
         cards.append(card)
@@ -289,8 +348,12 @@ def _flag_missing(run: Pass, matcher: CardMatcher, claimed: set[int], taken_slot
     if not run.observed.cards and not run.observed.orphan_signals and matcher.on_node:
         # Every card gone at once is a collection problem (nvidia-smi absent during a driver reinstall, a module
         # not loaded), not eight cards that fell out: one node-level warning instead of eight repair cases.
-        collector_signal(run, "no_accelerators", f"The report lists no accelerator; the CMDB has "
-                         f"{len(matcher.on_node)} in {run.node.hostname}. Check the vendor tool and driver.")
+        collector_signal(
+            run,
+            "no_accelerators",
+            f"The report lists no accelerator; the CMDB has "
+            f"{len(matcher.on_node)} in {run.node.hostname}. Check the vendor tool and driver.",
+        )
         return
     for card in matcher.on_node:
         if card.pk in claimed or card.lifecycle != AcceleratorLifecycle.INSTALLED:
@@ -308,11 +371,19 @@ def _flag_missing(run: Pass, matcher: CardMatcher, claimed: set[int], taken_slot
             # The card is somewhere else and must be accounted for (stock, RMA), which is drift, not a failure:
             # it leaves the node (in transit, with a placement row) until it is seen or booked somewhere.
             _take_out(run, card)
-            signal = Signal("replaced", "", f"{card} was replaced in {run.node.hostname} slot {slot} by another "
-                            "card; record where it went", (f"replaced:{card.pk}",))
+            signal = Signal(
+                "replaced",
+                "",
+                f"{card} was replaced in {run.node.hostname} slot {slot} by another card; record where it went",
+                (f"replaced:{card.pk}",),
+            )
         else:
-            signal = Signal("missing", "", f"{card} (slot {slot}) is missing from {run.node.hostname}'s report",
-                            (f"missing:{card.pk}",))
+            signal = Signal(
+                "missing",
+                "",
+                f"{card} (slot {slot}) is missing from {run.node.hostname}'s report",
+                (f"missing:{card.pk}",),
+            )
         run.signals.append(PendingSignal(signal=signal, vendor_id=card.model.vendor_id, accelerator=card))
 
 
@@ -320,12 +391,16 @@ def _take_out(run: Pass, card: Accelerator) -> None:
     """The displaced card out of the node, in transit: its open placement closes and an in-transit one opens."""
     run.placements_close.append(card.pk)
     card.node, card.slot_index, card.lifecycle = None, None, AcceleratorLifecycle.IN_TRANSIT
-    run.placements_new.append(placement_build(accelerator=card, at=run.now,
-                                              note=f"displaced from {run.node.hostname} (another card in its slot)"))
+    run.placements_new.append(
+        placement_build(
+            accelerator=card, at=run.now, note=f"displaced from {run.node.hostname} (another card in its slot)"
+        )
+    )
 
 
 def placements_write(run: Pass, new_cards: list[Accelerator]) -> None:
     """Close the open placement of every card that moved and open the new ones (two statements)."""
-    rows = run.placements_new + [placement_build(accelerator=c, at=run.now, note="first seen by the inventory agent")
-                                 for c in new_cards]
+    rows = run.placements_new + [
+        placement_build(accelerator=c, at=run.now, note="first seen by the inventory agent") for c in new_cards
+    ]
     cmdb_placements_write(close_ids=run.placements_close, opened=rows, at=run.now)

@@ -40,8 +40,9 @@ class DemoRound:
 
 
 def demo_nodes(limit: int) -> list[Node]:
-    sick = Accelerator.objects.filter(node=OuterRef("pk"), lifecycle=AcceleratorLifecycle.INSTALLED,
-                                      is_missing=False).exclude(health="ok")
+    sick = Accelerator.objects.filter(
+        node=OuterRef("pk"), lifecycle=AcceleratorLifecycle.INSTALLED, is_missing=False
+    ).exclude(health="ok")
     qs = Node.objects.filter(status__in=DEMO_REPORTING, rack__isnull=False).exclude(Exists(sick)).order_by("pk")
     active = Prefetch("agent_tokens", AgentToken.objects.filter(revoked_at__isnull=True), to_attr="active_tokens")
     return list(nodes_for_reports(qs[:limit]).select_related("agent_state").prefetch_related(active))

@@ -74,8 +74,9 @@ class EventBook:
         self.current_fingerprints: list[str] = []
         self.node_grades: list[Grade] = []
         self.vendor_of = {c.pk: c.model.vendor_id for c in run.node_cards if c.pk}
-        self.failing_cards = {e.accelerator_id for e in open_events
-                              if e.accelerator_id and self._grade_event(e).marks_failed}
+        self.failing_cards = {
+            e.accelerator_id for e in open_events if e.accelerator_id and self._grade_event(e).marks_failed
+        }
 
     def _grade_event(self, event: HealthEvent) -> Grade:
         return self.run.policies.grade(self.vendor_of.get(event.accelerator_id), event.kind, event.code)
@@ -131,8 +132,9 @@ class EventBook:
         # Node-level signals (an Xid on a bus no card of the CMDB has) degrade the node but fail no card.
         from_node = [Health.DEGRADED if g.health == Health.FAILED else g.health for g in self.node_grades]
         # A missing card's "unknown" says nothing about the node; a missing card that failed (or is degraded) does.
-        cards = [c.health for c in self.run.node_cards
-                 if not c.is_missing or c.health in (Health.FAILED, Health.DEGRADED)]
+        cards = [
+            c.health for c in self.run.node_cards if not c.is_missing or c.health in (Health.FAILED, Health.DEGRADED)
+        ]
         return worst(Health.OK, *cards, *from_node)
 
     def apply(self) -> None:
@@ -159,9 +161,17 @@ class EventBook:
             if signal.fingerprints and not fresh:
                 continue  # counted before and resolved by an operator since: not a new occurrence
             event = HealthEvent(
-                node=run.node, accelerator=pending.accelerator, kind=signal.kind, code=signal.code[:32],
-                severity=grade.severity, action=grade.action, message=signal.message[:500], dedup_key=key,
-                count=max(1, len(fresh)), first_seen_at=run.now, last_seen_at=run.now,
+                node=run.node,
+                accelerator=pending.accelerator,
+                kind=signal.kind,
+                code=signal.code[:32],
+                severity=grade.severity,
+                action=grade.action,
+                message=signal.message[:500],
+                dedup_key=key,
+                count=max(1, len(fresh)),
+                first_seen_at=run.now,
+                last_seen_at=run.now,
             )
             self.open[key] = event
             run.events_new.append(event)
@@ -174,8 +184,12 @@ class EventBook:
         failing_collectors = {p.signal.code for p in run.signals if p.signal.kind == "collector"}
         for event in list(self.open.values()):
             # A collector that works again closes its event: collection trouble is a state, not a history.
-            recovered = (event.kind == "collector" and event.node_id == run.node.pk and event.pk
-                         and event.code not in failing_collectors)
+            recovered = (
+                event.kind == "collector"
+                and event.node_id == run.node.pk
+                and event.pk
+                and event.code not in failing_collectors
+            )
             if recovered or (event.kind in FOUND_AGAIN and event.accelerator_id in seen and event.pk):
                 event.resolved_at = run.now
                 self.changed[event.pk] = event
@@ -185,7 +199,7 @@ class EventBook:
     def fingerprints_to_remember(self) -> list[str]:
         occurrences = [f for f in self.run.known_fingerprints if "|xid:" in f]
         keep = list(dict.fromkeys(self.current_fingerprints + occurrences))
-        return keep[:REMEMBERED_OCCURRENCES + len(self.current_fingerprints)]
+        return keep[: REMEMBERED_OCCURRENCES + len(self.current_fingerprints)]
 
     def write(self) -> None:
         run = self.run
@@ -221,17 +235,33 @@ class EventBook:
             except Exception as exc:  # any receiver's error: recorded, the report still applies
                 logger.exception("failed-card hook for card %s (event %s) raised", failure.card.pk, event.pk)
                 self.run.summary["hooks_failed"] += 1
-                problems.append({"path": "$", "message": f"failed-card hook for {failure.card} (event {event.pk}, "
-                                 f"{event.kind} {event.code}) raised {type(exc).__name__}: {exc}"[:500]})
+                problems.append(
+                    {
+                        "path": "$",
+                        "message": f"failed-card hook for {failure.card} (event {event.pk}, "
+                        f"{event.kind} {event.code}) raised {type(exc).__name__}: {exc}"[:500],
+                    }
+                )
                 continue
             self.run.summary["hooks_called"] += 1
         return problems
 
     def _hook(self, failure: Failure, correlation_id: str) -> None:
         event = failure.event
-        accelerator_failed(AcceleratorFailure(
-            accelerator_id=failure.card.pk, node_id=self.run.node.pk, health_event_id=event.pk, kind=event.kind,
-            code=event.code, message=event.message, is_repeat=failure.is_repeat,
-            extra={"report_id": correlation_id, "severity": event.severity, "action": event.action,
-                   "hostname": self.run.node.hostname},
-        ))
+        accelerator_failed(
+            AcceleratorFailure(
+                accelerator_id=failure.card.pk,
+                node_id=self.run.node.pk,
+                health_event_id=event.pk,
+                kind=event.kind,
+                code=event.code,
+                message=event.message,
+                is_repeat=failure.is_repeat,
+                extra={
+                    "report_id": correlation_id,
+                    "severity": event.severity,
+                    "action": event.action,
+                    "hostname": self.run.node.hostname,
+                },
+            )
+        )

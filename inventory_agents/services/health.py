@@ -38,8 +38,10 @@ class PolicyBook:
     """All policy rows, loaded in one query, answering `grade(vendor_id, kind, code)` from memory."""
 
     def __init__(self, rows: list[HealthPolicy]) -> None:
-        self._rows = {(r.vendor_id, r.kind, r.code.lower()): Grade(r.severity, r.action, r.marks_failed,
-                                                                   r.description) for r in rows}
+        self._rows = {
+            (r.vendor_id, r.kind, r.code.lower()): Grade(r.severity, r.action, r.marks_failed, r.description)
+            for r in rows
+        }
 
     @classmethod
     def load(cls) -> PolicyBook:

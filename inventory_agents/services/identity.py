@@ -9,12 +9,42 @@ from __future__ import annotations
 
 import re
 
-_PLACEHOLDERS = frozenset({
-    "", "-", "--", "0", "n/a", "na", "none", "null", "nil", "unknown", "undefined", "invalid", "not supported",
-    "not specified", "not available", "not applicable", "not present", "no serial", "serial", "serial number",
-    "system serial number", "chassis serial number", "to be filled by o.e.m.", "to be filled by oem",
-    "default string", "redacted", "masked", "hidden", "removed", "123456789", "0123456789", "1234567890",
-})
+_PLACEHOLDERS = frozenset(
+    {
+        "",
+        "-",
+        "--",
+        "0",
+        "n/a",
+        "na",
+        "none",
+        "null",
+        "nil",
+        "unknown",
+        "undefined",
+        "invalid",
+        "not supported",
+        "not specified",
+        "not available",
+        "not applicable",
+        "not present",
+        "no serial",
+        "serial",
+        "serial number",
+        "system serial number",
+        "chassis serial number",
+        "to be filled by o.e.m.",
+        "to be filled by oem",
+        "default string",
+        "redacted",
+        "masked",
+        "hidden",
+        "removed",
+        "123456789",
+        "0123456789",
+        "1234567890",
+    }
+)
 _MASK = re.compile(r"[xX]{3,}|[*#?]")
 # NVIDIA "GPU-<uuid>", Hygon / ROCm unique ids "0x<hex>", plain UUIDs.
 _UUID_BODY = re.compile(r"^(?:GPU-|MIG-|NPU-|DCU-|0x)?([0-9a-fA-F-]+)$")

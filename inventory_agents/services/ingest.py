@@ -38,11 +38,15 @@ class IngestResult:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-def _reject(node: Node, problem: ReportProblem, *, size: int, payload: dict[str, Any] | None,
-            received_at: dt.datetime) -> IngestResult:
+def _reject(
+    node: Node, problem: ReportProblem, *, size: int, payload: dict[str, Any] | None, received_at: dt.datetime
+) -> IngestResult:
     """Store the refused report (errors, and the payload when it parsed) and answer with the problem."""
     report = Report.objects.create(
-        node=node, received_at=received_at, status=ReportStatus.REJECTED, size_bytes=size,
+        node=node,
+        received_at=received_at,
+        status=ReportStatus.REJECTED,
+        size_bytes=size,
         schema=storable(str((payload or {}).get("schema") or ""))[:64],
         agent_version=storable(str((payload or {}).get("agent_version") or ""))[:32],
         payload=storable(payload) if problem.status != 413 else None,
@@ -61,9 +65,12 @@ def same_host(reported: str, recorded: str) -> bool:
 
 def report_too_large(*, token: AgentToken, size: int) -> IngestResult:
     limit = setting("AGENT_REPORT_MAX_BYTES")
-    problem = ReportProblem(413, "report_too_large",
-                            f"The report is {size} bytes; this server accepts at most {limit} bytes.",
-                            extra={"max_bytes": limit})
+    problem = ReportProblem(
+        413,
+        "report_too_large",
+        f"The report is {size} bytes; this server accepts at most {limit} bytes.",
+        extra={"max_bytes": limit},
+    )
     return _reject(token.node, problem, size=size, payload=None, received_at=timezone.now())
 
 
@@ -81,10 +88,13 @@ def _check_clock(observed: Observed, now: dt.datetime) -> None:
     skew = dt.timedelta(minutes=setting("AGENT_MAX_CLOCK_SKEW_MINUTES"))
     if observed.collected_at is not None and observed.collected_at > now + skew:
         ahead = int((observed.collected_at - now).total_seconds())
-        raise ReportProblem(400, "clock_skew",
-                            f"collected_at is {ahead} s ahead of the server's clock; at most "
-                            f"{int(skew.total_seconds())} s are accepted. Fix the node's clock (NTP).",
-                            errors=[{"path": "$.collected_at", "message": f"{ahead} s in the future"}])
+        raise ReportProblem(
+            400,
+            "clock_skew",
+            f"collected_at is {ahead} s ahead of the server's clock; at most "
+            f"{int(skew.total_seconds())} s are accepted. Fix the node's clock (NTP).",
+            errors=[{"path": "$.collected_at", "message": f"{ahead} s in the future"}],
+        )
 
 
 def report_ingest(*, token: AgentToken, body: bytes) -> IngestResult:
@@ -93,8 +103,10 @@ def report_ingest(*, token: AgentToken, body: bytes) -> IngestResult:
     now = timezone.now()
     node = token.node
     if not node_status_allows_reports(node):
-        return IngestResult(403, {"error": "node_decommissioned",
-                                  "detail": f"{node.hostname} is decommissioned; its reports are refused."})
+        return IngestResult(
+            403,
+            {"error": "node_decommissioned", "detail": f"{node.hostname} is decommissioned; its reports are refused."},
+        )
     payload: dict[str, Any] | None = None
     try:
         payload = report_parse(body)
@@ -102,9 +114,12 @@ def report_ingest(*, token: AgentToken, body: bytes) -> IngestResult:
         schema = report_validate(payload)
         hostname = str(payload.get("hostname") or "").strip().lower()
         if hostname and not same_host(hostname, node.hostname.lower()):
-            raise ReportProblem(403, "hostname_mismatch",
-                                f"This token belongs to {node.hostname}; the report is for {hostname!r}.",
-                                errors=[{"path": "$.hostname", "message": "not the token's node"}])
+            raise ReportProblem(
+                403,
+                "hostname_mismatch",
+                f"This token belongs to {node.hostname}; the report is for {hostname!r}.",
+                errors=[{"path": "$.hostname", "message": "not the token's node"}],
+            )
         observed = report_normalize(payload, schema)
         _check_clock(observed, now)
     except ReportProblem as problem:
@@ -116,30 +131,47 @@ def report_ingest(*, token: AgentToken, body: bytes) -> IngestResult:
         # back (a moved card would move back). Kept for the record, answered 200 so the agent drops it. This
         # early answer reads the state loaded with the token; report_apply checks again under the node lock.
         report = Report.objects.create(
-            node=node, received_at=now, collected_at=observed.collected_at, schema=observed.schema,
-            agent_version=observed.agent_version, report_hash=observed.digest, size_bytes=len(body),
-            status=ReportStatus.SUPERSEDED, payload=payload)
+            node=node,
+            received_at=now,
+            collected_at=observed.collected_at,
+            schema=observed.schema,
+            agent_version=observed.agent_version,
+            report_hash=observed.digest,
+            size_bytes=len(body),
+            status=ReportStatus.SUPERSEDED,
+            payload=payload,
+        )
         return _superseded(node, report)
     if _is_unchanged(node, observed, now):
         # The cheap path: nothing to reconcile, liveness only (no change record, no version bump).
         tracked_update(Node.objects.filter(pk=node.pk), last_seen_at=now)
         node.last_seen_at = now
         signal_send(report_received, node=node, status="unchanged")
-        return IngestResult(200, {"status": "unchanged", "node": node.hostname,
-                                  "report_id": str(node.agent_state.last_report_id or "")})
+        return IngestResult(
+            200, {"status": "unchanged", "node": node.hostname, "report_id": str(node.agent_state.last_report_id or "")}
+        )
 
     # The periodic full pass of an unchanged inventory keeps no second copy of the payload: the last stored
     # report with the same digest holds it (12,500 nodes x a report an hour add up).
     same = state is not None and state.last_hash == observed.digest and state.last_report_id is not None
-    report = Report(node=node, received_at=now, collected_at=observed.collected_at, schema=observed.schema,
-                    agent_version=observed.agent_version, report_hash=observed.digest, size_bytes=len(body),
-                    status=ReportStatus.APPLIED, payload=None if same else payload)
+    report = Report(
+        node=node,
+        received_at=now,
+        collected_at=observed.collected_at,
+        schema=observed.schema,
+        agent_version=observed.agent_version,
+        report_hash=observed.digest,
+        size_bytes=len(body),
+        status=ReportStatus.APPLIED,
+        payload=None if same else payload,
+    )
     for attempt in range(1, ATTEMPTS + 1):
         try:
             # Every change record and placement of this pass carries the report id as correlation id.
             with change_context(actor=AnonymousUser(), source=ChangeSource.AGENT, correlation_id=str(report.id)):
-                summary = report_apply(node_id=node.pk, observed=observed, report=report, token=token, now=now,
-                                       started=started)
+                summary = report_apply(
+                    node_id=node.pk, observed=observed, report=report, token=token, now=now, started=started
+                )
             break
         except (IntegrityError, OperationalError) as exc:
             # A card created by another node's report in the same instant, a deadlock, a lock timeout: the
@@ -152,21 +184,44 @@ def report_ingest(*, token: AgentToken, body: bytes) -> IngestResult:
             return _failed(node, report, exc, status=500)
     if report.status == ReportStatus.SUPERSEDED:
         return _superseded(node, report)
-    return IngestResult(200, {"status": "applied", "node": node.hostname, "report_id": str(report.id),
-                              "summary": summary})
+    return IngestResult(
+        200, {"status": "applied", "node": node.hostname, "report_id": str(report.id), "summary": summary}
+    )
 
 
 def _superseded(node: Node, report: Report) -> IngestResult:
-    return IngestResult(200, {"status": "superseded", "node": node.hostname, "report_id": str(report.id),
-                              "detail": "A newer report of this node was applied already."})
+    return IngestResult(
+        200,
+        {
+            "status": "superseded",
+            "node": node.hostname,
+            "report_id": str(report.id),
+            "detail": "A newer report of this node was applied already.",
+        },
+    )
 
 
 def _failed(node: Node, report: Report, exc: Exception, *, status: int) -> IngestResult:
-    Report.objects.create(id=report.id, node=node, received_at=report.received_at, collected_at=report.collected_at,
-                          schema=report.schema, agent_version=report.agent_version, report_hash=report.report_hash,
-                          size_bytes=report.size_bytes, status=ReportStatus.FAILED, payload=report.payload,
-                          errors=[{"path": "$", "message": f"{type(exc).__name__}: {exc}"[:500]}])
+    Report.objects.create(
+        id=report.id,
+        node=node,
+        received_at=report.received_at,
+        collected_at=report.collected_at,
+        schema=report.schema,
+        agent_version=report.agent_version,
+        report_hash=report.report_hash,
+        size_bytes=report.size_bytes,
+        status=ReportStatus.FAILED,
+        payload=report.payload,
+        errors=[{"path": "$", "message": f"{type(exc).__name__}: {exc}"[:500]}],
+    )
     headers = {"Retry-After": "60"} if status == 503 else {}
-    return IngestResult(status, {"error": "temporarily_unavailable" if status == 503 else "server_error",
-                                 "detail": "The report could not be applied; send it again later.",
-                                 "report_id": str(report.id)}, headers)
+    return IngestResult(
+        status,
+        {
+            "error": "temporarily_unavailable" if status == 503 else "server_error",
+            "detail": "The report could not be applied; send it again later.",
+            "report_id": str(report.id),
+        },
+        headers,
+    )

@@ -22,10 +22,16 @@ def cards_last_seen(node: Node, cards: Iterable[Accelerator]) -> dict[int, dt.da
     last_full = state.last_full_at if state else None
     seen: dict[int, dt.datetime | None] = {}
     for card in cards:
-        confirmed = (last_full is not None and card.node_id == node.pk and not card.is_missing
-                     and card.lifecycle == AcceleratorLifecycle.INSTALLED
-                     and card.last_seen_at is not None and card.last_seen_at >= last_full)
+        confirmed = (
+            last_full is not None
+            and card.node_id == node.pk
+            and not card.is_missing
+            and card.lifecycle == AcceleratorLifecycle.INSTALLED
+            and card.last_seen_at is not None
+            and card.last_seen_at >= last_full
+        )
         # Seen in the last reconciliation: every report since (node.last_seen_at) saw the same inventory.
-        seen[card.pk] = max(card.last_seen_at, node.last_seen_at or card.last_seen_at) if confirmed \
-            else card.last_seen_at
+        seen[card.pk] = (
+            max(card.last_seen_at, node.last_seen_at or card.last_seen_at) if confirmed else card.last_seen_at
+        )
     return seen

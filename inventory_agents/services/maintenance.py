@@ -36,14 +36,20 @@ def nodes_flag_stale(*, now: dt.datetime | None = None, stale_after_minutes: int
         with transaction.atomic():
             batch = list(
                 Node.objects.select_for_update(skip_locked=True)
-                .filter(is_stale=False, last_seen_at__lt=cutoff).exclude(status__in=QUIET_STATUSES)
+                .filter(is_stale=False, last_seen_at__lt=cutoff)
+                .exclude(status__in=QUIET_STATUSES)
                 .order_by("pk")[:BATCH]
             )
             if not batch:
                 return flagged
             # The UPDATE re-checks last_seen_at (a report that landed in between wins).
-            tracked_update(Node.objects.filter(last_seen_at__lt=cutoff), objs=batch, is_stale=True, updated_at=now,
-                           reason=f"agent silent for more than {minutes} minutes")
+            tracked_update(
+                Node.objects.filter(last_seen_at__lt=cutoff),
+                objs=batch,
+                is_stale=True,
+                updated_at=now,
+                reason=f"agent silent for more than {minutes} minutes",
+            )
             flagged += len(batch)
         if len(batch) < BATCH:
             return flagged
@@ -57,8 +63,12 @@ def reports_prune(*, keep: int | None = None) -> int:
     by_node = {"partition_by": [F("node_id")], "order_by": F("received_at").desc()}
     # The newest report that carries a payload is kept whatever its age: the periodic full passes of an
     # unchanged node store none and point back at it.
-    newest_payload = Report.objects.filter(payload__isnull=False).annotate(
-        rank=Window(RowNumber(), **by_node)).filter(rank=1).values_list("pk", flat=True)
+    newest_payload = (
+        Report.objects.filter(payload__isnull=False)
+        .annotate(rank=Window(RowNumber(), **by_node))
+        .filter(rank=1)
+        .values_list("pk", flat=True)
+    )
     beyond = Report.objects.annotate(rank=Window(RowNumber(), **by_node)).filter(rank__gt=keep).values("pk")
     # Excluded outside the ranked query: a WHERE inside it would filter rows before they are ranked.
     ranked = Report.objects.filter(pk__in=beyond).exclude(pk__in=newest_payload).values_list("pk", flat=True)

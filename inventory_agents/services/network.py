@@ -61,8 +61,14 @@ class NicStep:
             reported.add(obs.name)
             nic = self.nics.get(obs.name)
             if nic is None:
-                nic = Nic(node=run.node, name=obs.name, kind=obs.kind, pci_bus_id=obs.pci_bus_id,
-                          firmware=obs.firmware, node_guid=obs.node_guid)
+                nic = Nic(
+                    node=run.node,
+                    name=obs.name,
+                    kind=obs.kind,
+                    pci_bus_id=obs.pci_bus_id,
+                    firmware=obs.firmware,
+                    node_guid=obs.node_guid,
+                )
                 nic._gpuops_ports = []  # type: ignore[attr-defined]
                 self.new_nics.append(nic)
                 run.summary["nics_created"] += 1
@@ -91,8 +97,14 @@ class NicStep:
         for port_obs in obs.ports:
             port = existing.get(port_obs.name)
             if port is None:
-                port = NicPort(nic=nic, name=port_obs.name, mac=port_obs.mac, guid=port_obs.guid,
-                               speed_mbps=port_obs.speed_mbps, link_state=port_obs.link_state)
+                port = NicPort(
+                    nic=nic,
+                    name=port_obs.name,
+                    mac=port_obs.mac,
+                    guid=port_obs.guid,
+                    speed_mbps=port_obs.speed_mbps,
+                    link_state=port_obs.link_state,
+                )
                 self.new_ports.append(port)
                 continue
             before = port.snapshot()
@@ -133,18 +145,25 @@ class SoftwareStep:
 
     def reconcile_and_write(self) -> None:
         run = self.run
-        wanted = {c: v for c, v in run.observed.software.items()
-                  if c not in self.rows or self.rows[c].version != v}
+        wanted = {c: v for c, v in run.observed.software.items() if c not in self.rows or self.rows[c].version != v}
         if not wanted:
             return
-        packages = {(p.component, p.version): p.pk for p in DriverPackage.objects.filter(
-            component__in=list(wanted), version__in=list(wanted.values()))}
+        packages = {
+            (p.component, p.version): p.pk
+            for p in DriverPackage.objects.filter(component__in=list(wanted), version__in=list(wanted.values()))
+        }
         new, changed = [], []
         for component, version in wanted.items():
             row = self.rows.get(component)
             if row is None:
-                new.append(InstalledSoftware(node=run.node, component=component, version=version,
-                                             package_id=packages.get((component, version))))
+                new.append(
+                    InstalledSoftware(
+                        node=run.node,
+                        component=component,
+                        version=version,
+                        package_id=packages.get((component, version)),
+                    )
+                )
                 continue
             run.track(row)
             # InstalledSoftware.version is the software's version (it shadows TrackedModel's counter).

@@ -198,14 +198,20 @@ def _counter_signals(vendor: str, health: dict[str, Any]) -> list[Signal]:
 
     volatile_dbe = _int(health.get("ecc_volatile_dbe")) or 0
     aggregate_dbe = _int(health.get("ecc_aggregate_dbe")) or 0
-    other_dbe = sum(_int(v) or 0 for k, v in health.items()
-                    if k.endswith("_dbe") and not k.startswith(("ecc_volatile", "ecc_aggregate", "retired_pages")))
+    other_dbe = sum(
+        _int(v) or 0
+        for k, v in health.items()
+        if k.endswith("_dbe") and not k.startswith(("ecc_volatile", "ecc_aggregate", "retired_pages"))
+    )
     if volatile_dbe > 0 or other_dbe > 0:
         count = volatile_dbe or other_dbe
         cond("ecc_uncorrectable", f"{count} uncorrectable (double-bit) ECC errors", count)
     elif aggregate_dbe > 0:
-        cond("ecc_uncorrectable_aggregate", f"{aggregate_dbe} uncorrectable ECC errors over the card's life",
-             aggregate_dbe)
+        cond(
+            "ecc_uncorrectable_aggregate",
+            f"{aggregate_dbe} uncorrectable ECC errors over the card's life",
+            aggregate_dbe,
+        )
     if health.get("remapped_rows_failure") is True:
         cond("remap_failure", "Row remapping failed", True)
     if health.get("remapped_rows_pending") is True:
@@ -214,8 +220,7 @@ def _counter_signals(vendor: str, health: dict[str, Any]) -> list[Signal]:
         cond("retired_pages_pending", "Page retirement pending: reset the GPU", True)
     retired = (_int(health.get("retired_pages_sbe")) or 0) + (_int(health.get("retired_pages_dbe")) or 0)
     if retired >= setting("AGENT_RETIRED_PAGES_LIMIT"):
-        cond("retired_pages_limit", f"{retired} retired pages (limit {setting('AGENT_RETIRED_PAGES_LIMIT')})",
-             retired)
+        cond("retired_pages_limit", f"{retired} retired pages (limit {setting('AGENT_RETIRED_PAGES_LIMIT')})", retired)
     if health.get("reset_required") is True:
         cond("reset_required", "The tool reports that a GPU reset is required", True)
     raw = _text(health.get("health_raw"), 40)
@@ -243,10 +248,16 @@ def _card(i: int, raw: dict[str, Any], orphan: dict[str, list[Signal]]) -> CardO
     vendor = _text(raw.get("vendor"), 32).lower()
     pci = normalize_pci(raw.get("pci_bus_id"))
     card = CardObs(
-        path=json_path(["accelerators", i]), vendor=vendor, model=_text(raw.get("model")),
-        serial=clean_serial(raw.get("serial")), serial_raw=_text(raw.get("serial_raw") or raw.get("serial")),
-        uuid=clean_uuid(raw.get("uuid")), index=_int(raw.get("index")), pci_bus_id=pci,
-        driver_version=_text(raw.get("driver_version")), firmware_version=_text(raw.get("firmware_version")),
+        path=json_path(["accelerators", i]),
+        vendor=vendor,
+        model=_text(raw.get("model")),
+        serial=clean_serial(raw.get("serial")),
+        serial_raw=_text(raw.get("serial_raw") or raw.get("serial")),
+        uuid=clean_uuid(raw.get("uuid")),
+        index=_int(raw.get("index")),
+        pci_bus_id=pci,
+        driver_version=_text(raw.get("driver_version")),
+        firmware_version=_text(raw.get("firmware_version")),
         status=_text(health.get("status"), 16).lower() or "unknown",
     )
     for event in health.get("xid_events") or []:
@@ -261,8 +272,14 @@ def _card(i: int, raw: dict[str, Any], orphan: dict[str, list[Signal]]) -> CardO
     if not card.signals and card.status in ("failed", "degraded"):
         # The agent saw something this server cannot name; keep its verdict, graded as agent_health.
         reasons = "; ".join(str(r) for r in health.get("reasons") or [])[:250]
-        card.signals.append(Signal("agent_health", card.status, f"agent reports {card.status}: {reasons}"[:300],
-                                   (f"agent_health:{card.status}:{reasons}",)))
+        card.signals.append(
+            Signal(
+                "agent_health",
+                card.status,
+                f"agent reports {card.status}: {reasons}"[:300],
+                (f"agent_health:{card.status}:{reasons}",),
+            )
+        )
     return card
 
 
@@ -276,13 +293,28 @@ def _nics(payload: dict[str, Any]) -> list[NicObs]:
                 continue
             rate = port.get("rate_gbps")
             speed = int(rate * 1000) if isinstance(rate, int | float) and not isinstance(rate, bool) else None
-            ports.append(PortObs(name=_text(port["port"], 64), guid=_guid(port.get("port_guid")),
-                                 speed_mbps=speed, link_state=_link_state(port.get("state"))))
-        ethernet = any(_text(p.get("link_layer")).lower() == "ethernet" for p in raw.get("ports") or []
-                       if isinstance(p, dict))
-        out.append(NicObs(name=_text(raw["ca"], 64), kind="roce" if ethernet else "infiniband", section="infiniband",
-                          pci_bus_id=normalize_pci(raw.get("pci_bus_id")), firmware=_text(raw.get("firmware")),
-                          node_guid=_guid(raw.get("node_guid")), ports=ports))
+            ports.append(
+                PortObs(
+                    name=_text(port["port"], 64),
+                    guid=_guid(port.get("port_guid")),
+                    speed_mbps=speed,
+                    link_state=_link_state(port.get("state")),
+                )
+            )
+        ethernet = any(
+            _text(p.get("link_layer")).lower() == "ethernet" for p in raw.get("ports") or [] if isinstance(p, dict)
+        )
+        out.append(
+            NicObs(
+                name=_text(raw["ca"], 64),
+                kind="roce" if ethernet else "infiniband",
+                section="infiniband",
+                pci_bus_id=normalize_pci(raw.get("pci_bus_id")),
+                firmware=_text(raw.get("firmware")),
+                node_guid=_guid(raw.get("node_guid")),
+                ports=ports,
+            )
+        )
         netdevs[out[-1].name] = [_text(n, 64) for n in raw.get("netdevs") or [] if isinstance(n, str)]
     rdma = list(out)
     for raw in payload.get("nics") or []:
@@ -290,11 +322,22 @@ def _nics(payload: dict[str, Any]) -> list[NicObs]:
         if kind is None or raw.get("name") in (None, "", "lo"):
             continue
         speed = _int(raw.get("speed_mbps"))
-        out.append(NicObs(
-            name=_text(raw["name"], 64), kind=kind, section="nics", pci_bus_id=normalize_pci(raw.get("pci_bus_id")),
-            ports=[PortObs(name="1", mac=_mac(raw.get("mac")), speed_mbps=speed if speed and speed > 0 else None,
-                           link_state=_link_state(raw.get("state")))],
-        ))
+        out.append(
+            NicObs(
+                name=_text(raw["name"], 64),
+                kind=kind,
+                section="nics",
+                pci_bus_id=normalize_pci(raw.get("pci_bus_id")),
+                ports=[
+                    PortObs(
+                        name="1",
+                        mac=_mac(raw.get("mac")),
+                        speed_mbps=speed if speed and speed > 0 else None,
+                        link_state=_link_state(raw.get("state")),
+                    )
+                ],
+            )
+        )
     _roce_pair(rdma, [n for n in out if n.section == "nics"], netdevs)
     return out
 
@@ -331,17 +374,23 @@ def _lldp(payload: dict[str, Any]) -> list[LldpObs]:
     neighbours = set()
     for raw in payload.get("lldp_neighbors") or []:
         if isinstance(raw, dict) and _text(raw.get("local_port"), 64):
-            neighbours.add(LldpObs(
-                local_port=_text(raw.get("local_port"), 64), remote_chassis_id=_text(raw.get("remote_chassis_id"), 64),
-                remote_system=_text(raw.get("remote_system"), 253), remote_port=_text(raw.get("remote_port"), 100),
-                remote_port_description=_text(raw.get("remote_port_description"), 200)))
+            neighbours.add(
+                LldpObs(
+                    local_port=_text(raw.get("local_port"), 64),
+                    remote_chassis_id=_text(raw.get("remote_chassis_id"), 64),
+                    remote_system=_text(raw.get("remote_system"), 253),
+                    remote_port=_text(raw.get("remote_port"), 100),
+                    remote_port_description=_text(raw.get("remote_port_description"), 200),
+                )
+            )
     return sorted(neighbours, key=lambda n: (n.local_port, n.remote_chassis_id, n.remote_port))
 
 
 def _complete_sections(payload: dict[str, Any]) -> frozenset[str]:
     """Sections present and collected without error: only those may flag things missing."""
-    failed = " ".join(_text(e.get("collector"), 64).lower() for e in payload.get("collector_errors") or []
-                      if isinstance(e, dict))
+    failed = " ".join(
+        _text(e.get("collector"), 64).lower() for e in payload.get("collector_errors") or [] if isinstance(e, dict)
+    )
     sections = set()
     if "accelerators" in payload and not any(word in failed for word in ACCELERATOR_COLLECTORS):
         sections.add("accelerators")
@@ -361,11 +410,13 @@ def _check_duplicates(cards: list[CardObs]) -> None:
                 continue
             first = seen.setdefault((what, str(value)), card.path)
             if first != card.path:
-                errors.append({"path": f"{card.path}.{what}",
-                               "message": f"Duplicate {what} {value!r}: also at {first}.{what}."})
+                errors.append(
+                    {"path": f"{card.path}.{what}", "message": f"Duplicate {what} {value!r}: also at {first}.{what}."}
+                )
     if errors:
-        raise ReportProblem(400, "duplicate_identity", "Two accelerators in one report share an identity.",
-                            errors=errors)
+        raise ReportProblem(
+            400, "duplicate_identity", "Two accelerators in one report share an identity.", errors=errors
+        )
 
 
 def report_normalize(payload: dict[str, Any], schema: str) -> Observed:
@@ -391,25 +442,43 @@ def report_normalize(payload: dict[str, Any], schema: str) -> Observed:
             del orphan[bus]
     system = payload.get("system") if isinstance(payload.get("system"), dict) else {}
     if not isinstance(payload.get("hostname"), str) or not payload["hostname"].strip():
-        raise ReportProblem(400, "invalid_report", "The report names no host.",
-                            errors=[{"path": "$.hostname", "message": "a hostname is required"}])
+        raise ReportProblem(
+            400,
+            "invalid_report",
+            "The report names no host.",
+            errors=[{"path": "$.hostname", "message": "a hostname is required"}],
+        )
     collected = payload.get("collected_at")
     try:
         collected_at = parse_datetime(collected) if isinstance(collected, str) else None
     except ValueError:  # well-formed but impossible (month 13, hour 25): parse_datetime raises instead of None
         collected_at = None
     if isinstance(collected, str) and collected_at is None:
-        raise ReportProblem(400, "invalid_report", "collected_at is not an ISO 8601 date-time.",
-                            errors=[{"path": "$.collected_at", "message": f"{collected[:64]!r} is not a date-time"}])
+        raise ReportProblem(
+            400,
+            "invalid_report",
+            "collected_at is not an ISO 8601 date-time.",
+            errors=[{"path": "$.collected_at", "message": f"{collected[:64]!r} is not a date-time"}],
+        )
     if collected_at is not None and timezone.is_naive(collected_at):
         collected_at = timezone.make_aware(collected_at, dt.UTC)  # the schema asks for Z; the fallback does not
     observed = Observed(
-        schema=schema, hostname=_text(payload.get("hostname"), 253).lower(), collected_at=collected_at,
-        agent_version=_text(payload.get("agent_version"), 32), node_facts=_node_facts(system),
-        node_serial=clean_serial(system.get("serial")), cards=cards, nics=_nics(payload),
-        software=_software(payload, cards), orphan_signals=orphan, complete_sections=_complete_sections(payload),
-        collector_errors={_text(e.get("collector"), 32).lower(): _text(e.get("error"), 300)
-                          for e in payload.get("collector_errors") or [] if isinstance(e, dict) and e.get("collector")},
+        schema=schema,
+        hostname=_text(payload.get("hostname"), 253).lower(),
+        collected_at=collected_at,
+        agent_version=_text(payload.get("agent_version"), 32),
+        node_facts=_node_facts(system),
+        node_serial=clean_serial(system.get("serial")),
+        cards=cards,
+        nics=_nics(payload),
+        software=_software(payload, cards),
+        orphan_signals=orphan,
+        complete_sections=_complete_sections(payload),
+        collector_errors={
+            _text(e.get("collector"), 32).lower(): _text(e.get("error"), 300)
+            for e in payload.get("collector_errors") or []
+            if isinstance(e, dict) and e.get("collector")
+        },
         lldp=_lldp(payload),
     )
     observed.digest = observed_digest(observed)
@@ -424,15 +493,43 @@ def observed_digest(observed: Observed) -> str:
     """SHA-256 over every field reconciliation reads (built by hand: dataclasses.asdict costs more than all the
     rest of an unchanged report's handling)."""
     content = [
-        observed.schema, observed.hostname, observed.agent_version, sorted(observed.node_facts.items()),
+        observed.schema,
+        observed.hostname,
+        observed.agent_version,
+        sorted(observed.node_facts.items()),
         observed.node_serial,
-        [(c.vendor, c.model, c.serial, c.serial_raw, c.uuid, c.index, c.pci_bus_id, c.driver_version,
-          c.firmware_version, c.status, _signals(c.signals)) for c in observed.cards],
-        [(n.name, n.kind, n.section, n.pci_bus_id, n.firmware, n.node_guid,
-          [(p.name, p.mac, p.guid, p.speed_mbps, p.link_state) for p in n.ports]) for n in observed.nics],
+        [
+            (
+                c.vendor,
+                c.model,
+                c.serial,
+                c.serial_raw,
+                c.uuid,
+                c.index,
+                c.pci_bus_id,
+                c.driver_version,
+                c.firmware_version,
+                c.status,
+                _signals(c.signals),
+            )
+            for c in observed.cards
+        ],
+        [
+            (
+                n.name,
+                n.kind,
+                n.section,
+                n.pci_bus_id,
+                n.firmware,
+                n.node_guid,
+                [(p.name, p.mac, p.guid, p.speed_mbps, p.link_state) for p in n.ports],
+            )
+            for n in observed.nics
+        ],
         sorted(observed.software.items()),
         sorted((bus, _signals(signals)) for bus, signals in observed.orphan_signals.items()),
-        sorted(observed.complete_sections), sorted(observed.collector_errors.items()),
+        sorted(observed.complete_sections),
+        sorted(observed.collector_errors.items()),
         [tuple(n.__dict__.values()) for n in observed.lldp],
     ]
     blob = json.dumps(content, separators=(",", ":"), default=str)

@@ -69,8 +69,14 @@ def changed_fields(before: dict[str, Any], obj: TrackedModel) -> set[str]:
     return {names[k] for k in after if k not in QUIET_FIELDS and after.get(k) != before.get(k)}
 
 
-def bulk_save(model: type[TrackedModel], pairs: list[tuple[dict[str, Any], TrackedModel]], now: dt.datetime,
-              *, bump_version: bool = True, always: tuple[str, ...] = ()) -> list[TrackedModel]:
+def bulk_save(
+    model: type[TrackedModel],
+    pairs: list[tuple[dict[str, Any], TrackedModel]],
+    now: dt.datetime,
+    *,
+    bump_version: bool = True,
+    always: tuple[str, ...] = (),
+) -> list[TrackedModel]:
     """One UPDATE for the changed objects of `pairs`, naming only the fields that changed (Django's bulk_update
     builds a CASE per field and object in Python: with every field of eight cards that cost more than the rest
     of the pass). Bumps `version`. Returns the objects written."""

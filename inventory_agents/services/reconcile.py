@@ -46,8 +46,12 @@ def _node_facts(run: Pass) -> None:
             node.serial = serial  # enrolled without a readable serial: the first real one is adopted
         else:
             # The node's identity is not rewritten from a report: a board swap or a wrong record, someone checks.
-            conflict_signal(run, "node_serial_mismatch", serial,
-                            f"{node.hostname} reports system serial {serial}; the CMDB has {node.serial}.")
+            conflict_signal(
+                run,
+                "node_serial_mismatch",
+                serial,
+                f"{node.hostname} reports system serial {serial}; the CMDB has {node.serial}.",
+            )
     node.is_stale = False
 
 
@@ -64,16 +68,21 @@ def _orphan_signals(run: Pass) -> None:
     for bus, signals in run.observed.orphan_signals.items():
         card = by_bus.get(bus)
         for signal in signals:
-            run.signals.append(PendingSignal(signal=signal, vendor_id=card.model.vendor_id if card else None,
-                                             accelerator=card))
+            run.signals.append(
+                PendingSignal(signal=signal, vendor_id=card.model.vendor_id if card else None, accelerator=card)
+            )
 
 
 def _write_cards(run: Pass, new_cards: list[Accelerator]) -> None:
     """Pre-clear changing slots, one UPDATE of the changed cards (changed fields only), one UPDATE of last_seen_at
     for the cards seen unchanged, one bulk_create of the new ones."""
     pairs = [(before, obj) for before, obj in run.updated.values() if isinstance(obj, Accelerator)]
-    moving = [obj.pk for before, obj in pairs if before.get("slot_index") is not None
-              and (obj.slot_index != before.get("slot_index") or obj.node_id != before.get("node_id"))]
+    moving = [
+        obj.pk
+        for before, obj in pairs
+        if before.get("slot_index") is not None
+        and (obj.slot_index != before.get("slot_index") or obj.node_id != before.get("node_id"))
+    ]
     if moving:
         # Slots are unique per node and Postgres checks that row by row, so a swap inside one UPDATE would
         # collide: free every slot that changes hands first.
@@ -96,7 +105,8 @@ def _write_node(run: Pass, before: dict[str, Any], health: str) -> None:
         node.version += 1
         run.updated[id(node)] = (before, node)
     Node.objects.filter(pk=node.pk).update(
-        **fields, last_seen_at=run.now, **({"version": F("version") + 1, "updated_at": run.now} if changed else {}))
+        **fields, last_seen_at=run.now, **({"version": F("version") + 1, "updated_at": run.now} if changed else {})
+    )
 
 
 def _records(run: Pass, correlation_id: str) -> int:
@@ -112,8 +122,15 @@ def _records(run: Pass, correlation_id: str) -> int:
     return records_write(kept)
 
 
-def report_apply(*, node_id: int, observed: Observed, report: Report, token: AgentToken | None,
-                 now: dt.datetime | None = None, started: float | None = None) -> dict[str, int]:
+def report_apply(
+    *,
+    node_id: int,
+    observed: Observed,
+    report: Report,
+    token: AgentToken | None,
+    now: dt.datetime | None = None,
+    started: float | None = None,
+) -> dict[str, int]:
     """Reconcile `observed` into the CMDB for node `node_id`; store `report` (status applied). Returns the summary.
     A report older than the last applied one (checked under the lock) is stored as superseded, nothing applied.
 
@@ -132,8 +149,13 @@ def report_apply(*, node_id: int, observed: Observed, report: Report, token: Age
             report.status = ReportStatus.SUPERSEDED
             report.save(force_insert=True)
             return {}
-        run = Pass(node=node, observed=observed, now=now, policies=PolicyBook.load(),
-                   known_fingerprints=frozenset(state.signal_fingerprints if state else []))
+        run = Pass(
+            node=node,
+            observed=observed,
+            now=now,
+            policies=PolicyBook.load(),
+            known_fingerprints=frozenset(state.signal_fingerprints if state else []),
+        )
         node_before = node.snapshot()
         _node_facts(run)
         new_cards = cards_reconcile(run)
@@ -161,9 +183,12 @@ def report_apply(*, node_id: int, observed: Observed, report: Report, token: Age
         report.duration_ms = int((time.monotonic() - started) * 1000) if started is not None else 0
         report.save(force_insert=True)
         state_values = {
-            "last_hash": observed.digest, "last_full_at": now, "last_report": report,
+            "last_hash": observed.digest,
+            "last_full_at": now,
+            "last_report": report,
             "last_collected_at": observed.collected_at,
-            "agent_version": observed.agent_version, "signal_fingerprints": book.fingerprints_to_remember(),
+            "agent_version": observed.agent_version,
+            "signal_fingerprints": book.fingerprints_to_remember(),
         }
         if state is None:
             AgentState.objects.create(node_id=node.pk, reports_applied=1, **state_values)
@@ -178,8 +203,12 @@ def report_apply(*, node_id: int, observed: Observed, report: Report, token: Age
 
 def report_is_superseded(state: AgentState | None, observed: Observed) -> bool:
     """Is `observed` older than the last applied report of its node (a spool replay, or the loser of a race)?"""
-    return bool(state is not None and state.last_collected_at and observed.collected_at
-                and observed.collected_at < state.last_collected_at)
+    return bool(
+        state is not None
+        and state.last_collected_at
+        and observed.collected_at
+        and observed.collected_at < state.last_collected_at
+    )
 
 
 def node_status_allows_reports(node: Node) -> bool:

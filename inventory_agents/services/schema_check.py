@@ -19,11 +19,40 @@ Check = Callable[[Any], bool]
 
 # Keywords that only annotate (no effect on validity; `format` is an annotation unless a format checker is
 # configured, and ingestion configures none).
-ANNOTATIONS = frozenset({"$schema", "$id", "$comment", "title", "description", "examples", "default", "format",
-                         "$defs", "definitions", "deprecated", "readOnly", "writeOnly"})
-SUPPORTED = ANNOTATIONS | {"type", "properties", "required", "additionalProperties", "patternProperties", "items",
-                           "enum", "const", "pattern", "minLength", "maxLength", "minimum", "maximum", "maxItems",
-                           "$ref"}
+ANNOTATIONS = frozenset(
+    {
+        "$schema",
+        "$id",
+        "$comment",
+        "title",
+        "description",
+        "examples",
+        "default",
+        "format",
+        "$defs",
+        "definitions",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+    }
+)
+SUPPORTED = ANNOTATIONS | {
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "patternProperties",
+    "items",
+    "enum",
+    "const",
+    "pattern",
+    "minLength",
+    "maxLength",
+    "minimum",
+    "maximum",
+    "maxItems",
+    "$ref",
+}
 
 
 class Unsupported(Exception):

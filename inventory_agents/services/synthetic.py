@@ -22,10 +22,18 @@ def _card(card: Accelerator) -> dict[str, Any]:
     model = card.model
     aliases = [a for a in (model.aliases or []) if a]
     return {
-        "vendor": model.vendor.slug, "model": aliases[0] if aliases else model.name, "serial": card.serial,
-        "serial_raw": card.serial, "uuid": card.uuid, "index": card.slot_index, "pci_bus_id": card.pci_bus_id or None,
-        "memory_mib": model.memory_gib * 1024 or None, "driver_version": card.driver_version or None,
-        "firmware_version": card.firmware_version or None, "temperature_c": 41.0, "power_w": 88.5,
+        "vendor": model.vendor.slug,
+        "model": aliases[0] if aliases else model.name,
+        "serial": card.serial,
+        "serial_raw": card.serial,
+        "uuid": card.uuid,
+        "index": card.slot_index,
+        "pci_bus_id": card.pci_bus_id or None,
+        "memory_mib": model.memory_gib * 1024 or None,
+        "driver_version": card.driver_version or None,
+        "firmware_version": card.firmware_version or None,
+        "temperature_c": 41.0,
+        "power_w": 88.5,
         "health": {"status": "ok", "reasons": [], "xid_events": []},
     }
 
@@ -44,19 +52,35 @@ def _guid(raw: str) -> str | None:
 def _infiniband(nic: Nic) -> dict[str, Any]:
     layer = "infiniband" if nic.kind == NicKind.INFINIBAND else "ethernet"
     return {
-        "ca": nic.name, "node_guid": _guid(nic.node_guid), "firmware": nic.firmware or None,
-        "ports": [{"port": int(p.name) if p.name.isdigit() else 1, "state": _IB_STATE.get(p.link_state, "down"),
-                   "phys_state": "linkup" if p.link_state == "up" else "disabled",
-                   "rate_gbps": (p.speed_mbps or 0) // 1000 or None, "port_guid": _guid(p.guid), "link_layer": layer,
-                   "lid": None} for p in nic.ports.all()],
+        "ca": nic.name,
+        "node_guid": _guid(nic.node_guid),
+        "firmware": nic.firmware or None,
+        "ports": [
+            {
+                "port": int(p.name) if p.name.isdigit() else 1,
+                "state": _IB_STATE.get(p.link_state, "down"),
+                "phys_state": "linkup" if p.link_state == "up" else "disabled",
+                "rate_gbps": (p.speed_mbps or 0) // 1000 or None,
+                "port_guid": _guid(p.guid),
+                "link_layer": layer,
+                "lid": None,
+            }
+            for p in nic.ports.all()
+        ],
     }
 
 
 def _netdev(nic: Nic) -> dict[str, Any]:
     port = next(iter(nic.ports.all()), None)
-    return {"name": nic.name, "mac": port.mac if port else None,
-            "speed_mbps": (port.speed_mbps or None) if port else None, "state": port.link_state if port else "unknown",
-            "kind": "physical", "pci_bus_id": nic.pci_bus_id or None, "mtu": 9000}
+    return {
+        "name": nic.name,
+        "mac": port.mac if port else None,
+        "speed_mbps": (port.speed_mbps or None) if port else None,
+        "state": port.link_state if port else "unknown",
+        "kind": "physical",
+        "pci_bus_id": nic.pci_bus_id or None,
+        "mtu": 9000,
+    }
 
 
 def report_for(node: Node, *, collected_at: dt.datetime | None = None) -> dict[str, Any]:
@@ -69,10 +93,17 @@ def report_for(node: Node, *, collected_at: dt.datetime | None = None) -> dict[s
         "agent_version": "1.0.0",
         "hostname": node.hostname,
         "system": {
-            "vendor": node.server_model.vendor.name, "product": node.server_model.name, "serial": node.serial,
-            "serial_raw": node.serial, "bios_version": node.bios_version or None, "os_name": None,
-            "os_version": None, "os_pretty_name": node.os_name or None, "kernel": node.kernel or None,
-            "cpu_model": node.cpu_model or None, "cpu_count": node.cpu_count or None,
+            "vendor": node.server_model.vendor.name,
+            "product": node.server_model.name,
+            "serial": node.serial,
+            "serial_raw": node.serial,
+            "bios_version": node.bios_version or None,
+            "os_name": None,
+            "os_version": None,
+            "os_pretty_name": node.os_name or None,
+            "kernel": node.kernel or None,
+            "cpu_model": node.cpu_model or None,
+            "cpu_count": node.cpu_count or None,
             "memory_gib": node.memory_gib or None,
         },
         "accelerators": [_card(c) for c in sorted(cards, key=lambda c: (c.slot_index is None, c.slot_index or 0))],

@@ -57,8 +57,11 @@ def agent_token_issue(*, node: Node, description: str = "", actor=None, revoke_o
             old.save(update_fields=["revoked_at", "updated_at", "version"])
     token = _token_new(AGENT_PREFIX)
     row = AgentToken.objects.create(
-        node=node, token_hash=token_hash(token), prefix=token[: len(AGENT_PREFIX) + 6],
-        description=description[:200], created_by=actor if getattr(actor, "pk", None) else None,
+        node=node,
+        token_hash=token_hash(token),
+        prefix=token[: len(AGENT_PREFIX) + 6],
+        description=description[:200],
+        created_by=actor if getattr(actor, "pk", None) else None,
     )
     return IssuedToken(token=token, row=row)
 
@@ -73,9 +76,18 @@ def agent_token_revoke(*, token: AgentToken) -> AgentToken:
 
 
 AUTH_FIELDS = (
-    "id", "node_id", "node__id", "node__hostname", "node__status", "node__is_stale", "node__site_id",
-    "node__agent_state__node_id", "node__agent_state__last_hash", "node__agent_state__last_full_at",
-    "node__agent_state__last_collected_at", "node__agent_state__last_report_id",
+    "id",
+    "node_id",
+    "node__id",
+    "node__hostname",
+    "node__status",
+    "node__is_stale",
+    "node__site_id",
+    "node__agent_state__node_id",
+    "node__agent_state__last_hash",
+    "node__agent_state__last_full_at",
+    "node__agent_state__last_collected_at",
+    "node__agent_state__last_report_id",
 )
 
 
@@ -101,12 +113,18 @@ class IssuedEnrollmentToken:
     row: EnrollmentToken
 
 
-def enrollment_token_issue(*, name: str, site, server_model, max_uses: int | None = None,
-                           expires_at: dt.datetime | None = None, actor=None) -> IssuedEnrollmentToken:
+def enrollment_token_issue(
+    *, name: str, site, server_model, max_uses: int | None = None, expires_at: dt.datetime | None = None, actor=None
+) -> IssuedEnrollmentToken:
     token = _token_new(ENROLL_PREFIX)
     row = EnrollmentToken.objects.create(
-        name=name, token_hash=token_hash(token), prefix=token[: len(ENROLL_PREFIX) + 6], site=site,
-        server_model=server_model, max_uses=max_uses, expires_at=expires_at,
+        name=name,
+        token_hash=token_hash(token),
+        prefix=token[: len(ENROLL_PREFIX) + 6],
+        site=site,
+        server_model=server_model,
+        max_uses=max_uses,
+        expires_at=expires_at,
         created_by=actor if getattr(actor, "pk", None) else None,
     )
     return IssuedEnrollmentToken(token=token, row=row)
@@ -163,15 +181,17 @@ def node_enroll(*, enrollment_token: str, hostname: str, serial_raw: str | None)
         try:
             with transaction.atomic():
                 node = Node.objects.create(
-                    hostname=hostname, serial=serial or f"{UNKNOWN_SERIAL_PREFIX}{hostname}",
-                    status=NodeStatus.RECEIVED, site=enroller.site, server_model=enroller.server_model,
+                    hostname=hostname,
+                    serial=serial or f"{UNKNOWN_SERIAL_PREFIX}{hostname}",
+                    status=NodeStatus.RECEIVED,
+                    site=enroller.site,
+                    server_model=enroller.server_model,
                 )
         except IntegrityError as exc:  # a concurrent enrollment of the same hostname or serial won
             raise EnrollmentRefused("This node was registered concurrently; retry.", 409) from exc
     else:
         if node.status not in ADOPTABLE_STATUSES:
-            raise EnrollmentRefused(f"{hostname} is already in service ({node.status}); ask an admin for a token.",
-                                    409)
+            raise EnrollmentRefused(f"{hostname} is already in service ({node.status}); ask an admin for a token.", 409)
         if AgentToken.objects.filter(node=node, revoked_at__isnull=True).exists():
             raise EnrollmentRefused(f"{hostname} already has an agent token; ask an admin to re-key it.", 409)
         if serial and not node.serial.startswith(UNKNOWN_SERIAL_PREFIX) and node.serial != serial:

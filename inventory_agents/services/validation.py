@@ -43,9 +43,17 @@ FALLBACK_SCHEMA: dict[str, Any] = {
         "system": {
             "type": "object",
             "properties": {
-                "vendor": _str, "product": _str, "serial": _str, "serial_raw": _str, "bios_version": _str,
-                "os_name": _str, "os_version": _str, "kernel": _str, "cpu_model": _str,
-                "cpu_count": _int, "memory_gib": _num,
+                "vendor": _str,
+                "product": _str,
+                "serial": _str,
+                "serial_raw": _str,
+                "bios_version": _str,
+                "os_name": _str,
+                "os_version": _str,
+                "kernel": _str,
+                "cpu_model": _str,
+                "cpu_count": _int,
+                "memory_gib": _num,
             },
         },
         "accelerators": {
@@ -55,31 +63,70 @@ FALLBACK_SCHEMA: dict[str, Any] = {
                 "type": "object",
                 "required": ["vendor"],
                 "properties": {
-                    "vendor": {"type": "string"}, "model": _str, "serial": _str, "serial_raw": _str, "uuid": _str,
-                    "index": _int, "pci_bus_id": _str, "memory_mib": _int, "driver_version": _str,
+                    "vendor": {"type": "string"},
+                    "model": _str,
+                    "serial": _str,
+                    "serial_raw": _str,
+                    "uuid": _str,
+                    "index": _int,
+                    "pci_bus_id": _str,
+                    "memory_mib": _int,
+                    "driver_version": _str,
                     "firmware_version": _str,
                     "health": {
                         "type": "object",
                         "properties": {
                             "status": {"enum": ["ok", "degraded", "failed", "unknown", None]},
-                            "xid_events": {"type": "array", "items": {
-                                "type": "object", "required": ["xid"], "properties": {"xid": {"type": "integer"}}}},
+                            "xid_events": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "required": ["xid"],
+                                    "properties": {"xid": {"type": "integer"}},
+                                },
+                            },
                         },
                     },
                 },
             },
         },
-        "nics": {"type": "array", "maxItems": 1024, "items": {
-            "type": "object", "required": ["name"],
-            "properties": {"name": {"type": "string", "minLength": 1}, "mac": _str, "speed_mbps": _num,
-                           "state": _str, "kind": _str}}},
-        "infiniband": {"type": "array", "maxItems": 256, "items": {
-            "type": "object", "required": ["ca"],
-            "properties": {"ca": {"type": "string", "minLength": 1}, "node_guid": _str, "firmware": _str,
-                           "ports": {"type": "array", "items": {"type": "object", "required": ["port"]}}}}},
-        "software": {"type": "array", "items": {
-            "type": "object", "required": ["component", "version"],
-            "properties": {"component": {"type": "string"}, "version": {"type": ["string", "null"]}}}},
+        "nics": {
+            "type": "array",
+            "maxItems": 1024,
+            "items": {
+                "type": "object",
+                "required": ["name"],
+                "properties": {
+                    "name": {"type": "string", "minLength": 1},
+                    "mac": _str,
+                    "speed_mbps": _num,
+                    "state": _str,
+                    "kind": _str,
+                },
+            },
+        },
+        "infiniband": {
+            "type": "array",
+            "maxItems": 256,
+            "items": {
+                "type": "object",
+                "required": ["ca"],
+                "properties": {
+                    "ca": {"type": "string", "minLength": 1},
+                    "node_guid": _str,
+                    "firmware": _str,
+                    "ports": {"type": "array", "items": {"type": "object", "required": ["port"]}},
+                },
+            },
+        },
+        "software": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["component", "version"],
+                "properties": {"component": {"type": "string"}, "version": {"type": ["string", "null"]}},
+            },
+        },
         "collector_errors": {"type": "array", "items": {"type": "object"}},
     },
 }
@@ -201,8 +248,12 @@ def report_text_check(payload: dict[str, Any], body: bytes) -> None:
     except RecursionError:
         raise ReportProblem(400, "malformed_json", "The body is nested too deeply.") from None
     if errors:
-        raise ReportProblem(400, "invalid_text", "The report holds strings with NUL characters or unpaired "
-                            "surrogates, which cannot be stored.", errors=errors[:MAX_ERRORS])
+        raise ReportProblem(
+            400,
+            "invalid_text",
+            "The report holds strings with NUL characters or unpaired surrogates, which cannot be stored.",
+            errors=errors[:MAX_ERRORS],
+        )
 
 
 def storable(value: Any) -> Any:
@@ -233,7 +284,8 @@ def report_validate(payload: dict[str, Any]) -> str:
     schema_id = payload.get("schema")
     if not isinstance(schema_id, str) or schema_id not in SUPPORTED_SCHEMAS:  # a list or object is unhashable
         raise ReportProblem(
-            400, "unsupported_schema",
+            400,
+            "unsupported_schema",
             f"Report schema {schema_id!r} is not supported by this server; supported: "
             f"{', '.join(sorted(SUPPORTED_SCHEMAS))}.",
             extra={"supported": sorted(SUPPORTED_SCHEMAS), "path": "$.schema"},
@@ -243,6 +295,10 @@ def report_validate(payload: dict[str, Any]) -> str:
         return schema_id
     errors = sorted(validator.iter_errors(payload), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:
-        raise ReportProblem(400, "invalid_report", f"The report does not match {schema_id}.",
-                            errors=[_error_entry(e) for e in errors[:MAX_ERRORS]])
+        raise ReportProblem(
+            400,
+            "invalid_report",
+            f"The report does not match {schema_id}.",
+            errors=[_error_entry(e) for e in errors[:MAX_ERRORS]],
+        )
     return schema_id

@@ -41,8 +41,16 @@ def test_admin_edit_is_recorded_with_source_admin(tech_client):
     page = client.get(f"/admin/cmdb/node/{node_a.pk}/change/")
     form = page.context["adminform"].form
     data = {k: v for k, v in form.initial.items() if v is not None and not isinstance(v, list)}
-    data.update({"hostname": "a-001-renamed", "site": node_a.site_id, "server_model": node_a.server_model_id,
-                 "tags": [], "labels": "{}", "locked_fields": "[]"})
+    data.update(
+        {
+            "hostname": "a-001-renamed",
+            "site": node_a.site_id,
+            "server_model": node_a.server_model_id,
+            "tags": [],
+            "labels": "{}",
+            "locked_fields": "[]",
+        }
+    )
     for inline in page.context["inline_admin_formsets"]:
         fs = inline.formset
         data.update({f"{fs.prefix}-TOTAL_FORMS": 0, f"{fs.prefix}-INITIAL_FORMS": 0})
@@ -64,8 +72,9 @@ def test_admin_shows_change_history_on_the_object(admin_client):
 
 def test_bulk_status_action(admin_client):
     nodes = NodeFactory.create_batch(3)
-    resp = admin_client.post("/admin/cmdb/node/", {"action": "mark_draining",
-                                                   "_selected_action": [n.pk for n in nodes]})
+    resp = admin_client.post(
+        "/admin/cmdb/node/", {"action": "mark_draining", "_selected_action": [n.pk for n in nodes]}
+    )
     assert resp.status_code == 302
     assert set(m.Node.objects.filter(pk__in=[n.pk for n in nodes]).values_list("status", flat=True)) == {"draining"}
     assert m.ChangeRecord.objects.filter(source="admin", action="update").count() == 3
@@ -73,8 +82,7 @@ def test_bulk_status_action(admin_client):
 
 def test_csv_export_then_import_round_trip(admin_client):
     card = AcceleratorFactory(serial="1654999", slot_index=0)
-    exported = admin_client.post("/admin/cmdb/accelerator/", {"action": "export_csv",
-                                                              "_selected_action": [card.pk]})
+    exported = admin_client.post("/admin/cmdb/accelerator/", {"action": "export_csv", "_selected_action": [card.pk]})
     assert exported["Content-Type"] == "text/csv"
     # Edit the export: the same card moves to slot 4; a new card goes into slot 5.
     header, row = exported.content.decode().strip().splitlines()
@@ -92,11 +100,7 @@ def test_csv_export_then_import_round_trip(admin_client):
 def test_csv_import_with_a_bad_row_shows_errors_and_writes_nothing(admin_client):
     node = NodeFactory(hostname="imp-001")
     before = m.Accelerator.objects.count()
-    text = (
-        "serial,model,node,slot_index\n"
-        f"S-1,H100-SXM5-80GB,{node.hostname},0\n"
-        "S-2,NoSuchModel,,\n"
-    )
+    text = f"serial,model,node,slot_index\nS-1,H100-SXM5-80GB,{node.hostname},0\nS-2,NoSuchModel,,\n"
     AcceleratorFactory.build()  # make sure the H100 model exists
     from tests.factories.cmdb import AcceleratorModelFactory
 

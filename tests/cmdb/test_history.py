@@ -24,8 +24,11 @@ def test_create_update_delete_are_recorded_with_context():
         node_id = node.pk
         node.accelerators.all().delete()
         node.delete()
-    records = list(m.ChangeRecord.objects.filter(
-        content_type=ContentType.objects.get_for_model(m.Node), object_id=node_id).order_by("id"))
+    records = list(
+        m.ChangeRecord.objects.filter(
+            content_type=ContentType.objects.get_for_model(m.Node), object_id=node_id
+        ).order_by("id")
+    )
     assert [r.action for r in records] == ["create", "update", "delete"]
     assert all(r.actor == user and r.source == "cli" and r.correlation_id == "corr-1" for r in records)
     assert records[0].changes["hostname"] == [None, "gpu-001"]
@@ -88,7 +91,9 @@ def test_card_moved_between_nodes_keeps_its_whole_story():
     history = list(accelerator_history(card))
     # The factory created the card without a placement; the two moves are both there, in order.
     assert [(p.kind, p.node_hostname, p.slot_index) for p in history] == [
-        ("stock", "", None), ("node", other.hostname, 5)]
+        ("stock", "", None),
+        ("node", other.hostname, 5),
+    ]
     assert history[0].ended_at is not None and history[1].ended_at is None
     card.refresh_from_db()
     assert (card.node, card.slot_index, card.lifecycle, card.stock_location) == (other, 5, "installed", None)

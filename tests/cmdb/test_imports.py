@@ -28,8 +28,9 @@ def rack():
 
 
 def test_good_file_creates_nodes_with_units_tags_and_records(rack):
-    text = HEADER + "gpu-1,S1,HGX,sh1,hall1/r01,1,racked,train,canary;su-01\n" \
-                    "gpu-2,S2,HGX,sh1,hall1/r01,9,racked,train,\n"
+    text = (
+        HEADER + "gpu-1,S1,HGX,sh1,hall1/r01,1,racked,train,canary;su-01\ngpu-2,S2,HGX,sh1,hall1/r01,9,racked,train,\n"
+    )
     result = nodes_import_csv(text)
     assert result.ok and (result.created, result.updated) == (2, 0)
     node = m.Node.objects.get(hostname="gpu-1")
@@ -59,8 +60,9 @@ def test_a_bad_row_rejects_the_whole_file(rack, rows, row, field, fragment):
 
 
 def test_overlap_with_an_existing_node_is_reported(rack):
-    NodeFactory(site=rack.room.site, rack=rack, position=1, server_model=m.ServerModel.objects.get(name="HGX"),
-                hostname="old")
+    NodeFactory(
+        site=rack.room.site, rack=rack, position=1, server_model=m.ServerModel.objects.get(name="HGX"), hostname="old"
+    )
     result = nodes_import_csv(HEADER + "gpu-1,S1,HGX,sh1,hall1/r01,4,,,\n")
     assert [(e.row, e.field) for e in result.errors] == [(1, "position")]
     assert "old" in result.errors[0].message
@@ -82,8 +84,7 @@ def test_reimport_of_an_export_updates_in_place(rack):
 def test_accelerator_import_rejects_duplicate_slots_and_unknown_nodes():
     AcceleratorModelFactory(name="H100-SXM5-80GB")
     node = NodeFactory(hostname="n1")
-    text = ("serial,model,node,slot_index\n"
-            "A1,H100-SXM5-80GB,n1,0\nA2,H100-SXM5-80GB,n1,0\nA3,H100-SXM5-80GB,ghost,1\n")
+    text = "serial,model,node,slot_index\nA1,H100-SXM5-80GB,n1,0\nA2,H100-SXM5-80GB,n1,0\nA3,H100-SXM5-80GB,ghost,1\n"
     result = accelerators_import_csv(text)
     assert {(e.row, e.field) for e in result.errors} == {(2, "slot_index"), (3, "node")}
     assert not m.Accelerator.objects.exists()

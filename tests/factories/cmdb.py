@@ -131,8 +131,9 @@ class AcceleratorFactory(factory.django.DjangoModelFactory):
     health = "ok"
     node = factory.SubFactory(NodeFactory)
     slot_index = factory.Sequence(lambda n: n % 8)
-    site = factory.LazyAttribute(lambda o: o.node.site if o.node else (o.stock_location.site if o.stock_location
-                                                                        else None))
+    site = factory.LazyAttribute(
+        lambda o: o.node.site if o.node else (o.stock_location.site if o.stock_location else None)
+    )
     stock_location = None
 
 

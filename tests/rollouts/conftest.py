@@ -44,10 +44,12 @@ class FakeAgent:
             # A queryset update, as ingestion does: InstalledSoftware.version (the software's) shadows the
             # TrackedModel save counter, so a plain save() would try to increment a version string.
             updated = m.InstalledSoftware.objects.filter(node=node, component=match["component"]).update(
-                version=match["version"], updated_at=now)
+                version=match["version"], updated_at=now
+            )
             if not updated:
-                m.InstalledSoftware.objects.bulk_create([m.InstalledSoftware(
-                    node=node, component=match["component"], version=match["version"])])
+                m.InstalledSoftware.objects.bulk_create(
+                    [m.InstalledSoftware(node=node, component=match["component"], version=match["version"])]
+                )
         m.Node.objects.filter(pk=node.pk).update(last_seen_at=now)
         m.Accelerator.objects.filter(node=node).update(last_seen_at=now)
         if host in self.bad_cards:
@@ -90,8 +92,7 @@ def fakes(db, eager, django_capture_on_commit_callbacks) -> Iterator[Harness]:
     executor = FakeExecutor(on_run=[agent])
     scheduler = FakeScheduler()
     with scheduler_registry.override(scheduler), executor_registry.override(executor):
-        yield Harness(scheduler=scheduler, executor=executor, agent=agent,
-                      capture=django_capture_on_commit_callbacks)
+        yield Harness(scheduler=scheduler, executor=executor, agent=agent, capture=django_capture_on_commit_callbacks)
 
 
 @pytest.fixture

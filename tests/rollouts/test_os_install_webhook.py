@@ -75,14 +75,21 @@ def pxe(monkeypatch):
     thread.start()
     monkeypatch.setenv("TEST_PXE_TOKEN", "s3cret-token")
     try:
-        yield WebhookOsInstaller(base_url=f"http://127.0.0.1:{server.server_port}/api", token_env="TEST_PXE_TOKEN",
-                                 timeout_s=5)
+        yield WebhookOsInstaller(
+            base_url=f"http://127.0.0.1:{server.server_port}/api", token_env="TEST_PXE_TOKEN", timeout_s=5
+        )
     finally:
         server.shutdown()
 
 
-REQUEST = OsInstallRequest(hostname="sh1-h100-0024", serial="NVH100000024", image="ubuntu-22.04-gpu",
-                           macs=("b8:3f:d2:00:18:00",), callback_url="https://gpuops/cb", idempotency_key="prov:7:os")
+REQUEST = OsInstallRequest(
+    hostname="sh1-h100-0024",
+    serial="NVH100000024",
+    image="ubuntu-22.04-gpu",
+    macs=("b8:3f:d2:00:18:00",),
+    callback_url="https://gpuops/cb",
+    idempotency_key="prov:7:os",
+)
 
 
 def test_start_status_cancel(pxe):

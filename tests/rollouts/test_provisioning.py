@@ -72,8 +72,13 @@ def _wake(fakes) -> None:
 def test_provisioning_end_to_end(prov, fakes):
     lead, installer, _ = prov
     node = _uncabled("sh1-h100-0024")
-    ticket = fakes.run(ticket_create, type_="provisioning", title="Bring up sh1-h100-0024", requester=lead,
-                       inputs={"node": "sh1-h100-0024", "cluster": "sh1-train"})
+    ticket = fakes.run(
+        ticket_create,
+        type_="provisioning",
+        title="Bring up sh1-h100-0024",
+        requester=lead,
+        inputs={"node": "sh1-h100-0024", "cluster": "sh1-train"},
+    )
     run = ProvisioningRun.objects.get(ticket=ticket)
     assert NodeLock.objects.get(node=node, released_at__isnull=True).owner_key == run.lock_key
     with pytest.raises(GuardError, match="already open"):
@@ -85,8 +90,11 @@ def test_provisioning_end_to_end(prov, fakes):
     run.refresh_from_db()
     # r001..r005 hold four 10.2 kW nodes (40.8 kW): a fifth would exceed the 45 kW budget. r006 has three.
     assert node.rack.name == "sh1-h100-r006" and node.position == 25 and node.status == "provisioning"
-    links = list(m.Link.objects.filter(a_nic_port__nic__node=node).select_related(
-        "b_switch_port__switch", "a_nic_port__nic").order_by("a_nic_port__nic__rail"))
+    links = list(
+        m.Link.objects.filter(a_nic_port__nic__node=node)
+        .select_related("b_switch_port__switch", "a_nic_port__nic")
+        .order_by("a_nic_port__nic__rail")
+    )
     assert len(links) == 8 and {link.status for link in links} == {"planned"}
     assert sorted(run.planned_link_ids) == sorted(link.pk for link in links)
     # Rail-aligned: HCA i on rail leaf i of the unit, on the leaf's next free port.
@@ -121,8 +129,13 @@ def test_failed_step_retry_then_rollback_releases_position_and_links(prov, fakes
     lead, installer, switches = prov
     node = _uncabled("bj2-a910b-0016")
     installer.fail_hosts.add("bj2-a910b-0016")
-    ticket = fakes.run(ticket_create, type_="provisioning", title="Bring up bj2-a910b-0016", requester=lead,
-                       inputs={"node": "bj2-a910b-0016", "cluster": "bj2-ascend"})
+    ticket = fakes.run(
+        ticket_create,
+        type_="provisioning",
+        title="Bring up bj2-a910b-0016",
+        requester=lead,
+        inputs={"node": "bj2-a910b-0016", "cluster": "bj2-ascend"},
+    )
     ticket = _take(fakes, ticket, "start", lead)
     node.refresh_from_db()
     assert node.rack.name == "bj2-a910b-r001" and node.position == 17
@@ -164,19 +177,29 @@ def test_os_install_callback_wakes_the_step(prov, fakes, client, monkeypatch, se
     installer.polls_to_finish = 99  # only the callback will tell
     monkeypatch.setenv("GPUOPS_OS_INSTALL_CALLBACK_SECRET", "shh")
     _uncabled("bj2-k100-0008")
-    ticket = fakes.run(ticket_create, type_="provisioning", title="k100", requester=lead,
-                       inputs={"node": "bj2-k100-0008", "cluster": "bj2-dcu"})
+    ticket = fakes.run(
+        ticket_create,
+        type_="provisioning",
+        title="k100",
+        requester=lead,
+        inputs={"node": "bj2-k100-0008", "cluster": "bj2-dcu"},
+    )
     ticket = _take(fakes, ticket, "start", lead)
     ticket = _take(fakes, ticket, "confirm_cabling", lead)
     assert ticket.state == "installing_os"
     run = ProvisioningRun.objects.get(ticket=ticket)
     body = json.dumps({"id": run.os_install_ref, "status": "succeeded", "message": "imaged"}).encode()
-    bad = client.post("/api/rollouts/os-install/callback/", body, content_type="application/json",
-                      HTTP_X_GPUOPS_SIGNATURE="sha256=00")
+    bad = client.post(
+        "/api/rollouts/os-install/callback/", body, content_type="application/json", HTTP_X_GPUOPS_SIGNATURE="sha256=00"
+    )
     assert bad.status_code == 403
     with fakes.capture(execute=True):
-        ok = client.post("/api/rollouts/os-install/callback/", body, content_type="application/json",
-                         HTTP_X_GPUOPS_SIGNATURE=callback_signature(body, "shh"))
+        ok = client.post(
+            "/api/rollouts/os-install/callback/",
+            body,
+            content_type="application/json",
+            HTTP_X_GPUOPS_SIGNATURE=callback_signature(body, "shh"),
+        )
     assert ok.status_code == 202
     assert _fresh(ticket).state == "burn_in"
 
@@ -186,8 +209,13 @@ def test_only_received_nodes_and_power_budget(prov, fakes):
     with pytest.raises(GuardError, match="provisioning starts from received"):
         fakes.run(ticket_create, type_="provisioning", title="x", requester=lead, inputs={"node": "sh1-h100-0002"})
     _uncabled("sh1-h100-0024")
-    ticket = fakes.run(ticket_create, type_="provisioning", title="full rack", requester=lead,
-                       inputs={"node": "sh1-h100-0024", "rack": "sh1-h100-r001"})
+    ticket = fakes.run(
+        ticket_create,
+        type_="provisioning",
+        title="full rack",
+        requester=lead,
+        inputs={"node": "sh1-h100-0024", "rack": "sh1-h100-r001"},
+    )
     ticket = _take(fakes, ticket, "start", lead)
     step = StepRun.objects.get(ticket=ticket, step="assign_position")
     assert ticket.state == "positioning" and step.status == "failed"
@@ -199,15 +227,21 @@ def test_a_server_fresh_from_the_dock_gets_its_hcas_from_the_fabric_design(prov,
     no HCAs in the CMDB yet. Planning adds one per rail, named as the agent will report them, and cables them."""
     lead, _, _ = prov
     demo_node = m.Node.objects.get(hostname="sh1-h100-0024")
-    node = m.Node.objects.create(hostname="sh1-new-0001", serial="NEW0001", server_model=demo_node.server_model,
-                                 site=demo_node.site, status="received")
-    ticket = fakes.run(ticket_create, type_="provisioning", title="Provision sh1-new-0001", requester=None,
-                       inputs={"node": node})
+    node = m.Node.objects.create(
+        hostname="sh1-new-0001",
+        serial="NEW0001",
+        server_model=demo_node.server_model,
+        site=demo_node.site,
+        status="received",
+    )
+    ticket = fakes.run(
+        ticket_create, type_="provisioning", title="Provision sh1-new-0001", requester=None, inputs={"node": node}
+    )
     ticket = _take(fakes, ticket, "start", lead)
     assert ticket.state == "awaiting_cabling"
     nics = list(m.Nic.objects.filter(node=node).order_by("rail"))
     assert [n.name for n in nics] == [f"mlx5_{i}" for i in range(8)] and {n.kind for n in nics} == {"infiniband"}
-    links = m.Link.objects.filter(a_nic_port__nic__node=node).select_related("b_switch_port__switch",
-                                                                              "a_nic_port__nic")
+    links = m.Link.objects.filter(a_nic_port__nic__node=node).select_related("b_switch_port__switch", "a_nic_port__nic")
     assert {(lk.a_nic_port.nic.rail, lk.b_switch_port.switch.rail, lk.b_switch_port.name) for lk in links} == {
-        (i, i, "p25") for i in range(8)}  # p24 is still the demo's received node's
+        (i, i, "p25") for i in range(8)
+    }  # p24 is still the demo's received node's

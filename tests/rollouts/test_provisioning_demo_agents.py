@@ -26,16 +26,24 @@ def lead(demo_fleet, fakes, settings):
     user = UserFactory(username="lead")
     user.groups.add(groups_bootstrap()["ops-leads"])
     # The demo's adapters: dry-run executor, fake OS installer, no machine behind the node.
-    with executor_registry.override(DryRunExecutor()), notifier_registry.override(FakeNotifier()), \
-            os_registry.override(FakeOsInstaller()):
+    with (
+        executor_registry.override(DryRunExecutor()),
+        notifier_registry.override(FakeNotifier()),
+        os_registry.override(FakeOsInstaller()),
+    ):
         yield user
 
 
 def test_demo_agents_carry_a_received_node_through_burn_in_to_active(lead, fakes):
     node = m.Node.objects.get(hostname="sh1-h100-0024")
     assert node.status == "received"
-    ticket = fakes.run(ticket_create, type_="provisioning", title="Bring up sh1-h100-0024", requester=lead,
-                       inputs={"node": node.hostname, "cluster": "sh1-train"})
+    ticket = fakes.run(
+        ticket_create,
+        type_="provisioning",
+        title="Bring up sh1-h100-0024",
+        requester=lead,
+        inputs={"node": node.hostname, "cluster": "sh1-train"},
+    )
     for name in ("start", "confirm_cabling"):
         fakes.run(transition_apply, ticket=Ticket.objects.get(pk=ticket.pk), name=name, actor=lead, data={})
     ticket.refresh_from_db()

@@ -91,8 +91,9 @@ def _to_ports(fakes, lead, hostname: str = ROCE_NODE) -> Ticket:
     """Open, position, plan, confirm cabling: the configure_ports step has run once."""
     for link in m.Link.objects.filter(a_nic_port__nic__node__hostname=hostname):
         link.delete()
-    ticket = fakes.run(ticket_create, type_="provisioning", title=f"Bring up {hostname}", requester=lead,
-                       inputs={"node": hostname})
+    ticket = fakes.run(
+        ticket_create, type_="provisioning", title=f"Bring up {hostname}", requester=lead, inputs={"node": hostname}
+    )
     ticket = _take(fakes, ticket, "start", lead)
     assert ticket.state == "awaiting_cabling"
     return _take(fakes, ticket, "confirm_cabling", lead)
@@ -171,8 +172,16 @@ def test_retry_pushes_each_port_once_and_keeps_the_first_rollback_lines(lead, fa
     assert ticket.state == "installing_os"  # the fake installer fails this node: the ticket stops there
     # Ports 1-2 were not pushed again; port 3 was re-checked (nothing left to change); ports 4-8 pushed once.
     assert switches.applied_pushes == 8
-    assert [sum(1 for h, c in switches.pushes if (h, c.interface) == port) for port in ports] == [1, 1, 2, 1, 1, 1,
-                                                                                                    1, 1]
+    assert [sum(1 for h, c in switches.pushes if (h, c.interface) == port) for port in ports] == [
+        1,
+        1,
+        2,
+        1,
+        1,
+        1,
+        1,
+        1,
+    ]
     run = ProvisioningRun.objects.get(ticket=ticket)
     assert len(run.configured_ports) == 8 and all(p["verified"] for p in run.configured_ports)
     third = run.configured_ports[2]
@@ -195,27 +204,38 @@ def test_roce_ports_get_description_mtu_and_the_fabric_vlan(lead, fakes, setting
     assert StepRun.objects.get(ticket=ticket, step="configure_ports").status == "succeeded"
     host, iface = _ports(ticket)[0]
     assert sorted(switches.running[host][iface]) == sorted(
-        [f"description {ROCE_NODE}:hccn0", "switchport access vlan 120", "mtu 9000"])
+        [f"description {ROCE_NODE}:hccn0", "switchport access vlan 120", "mtu 9000"]
+    )
     assert {(c.mtu, c.vlan, c.enabled, c.pkey) for c in switches.changes} == {(9000, 120, True, None)}
 
 
 def test_port_settings_by_fabric_kind(lead, fakes, settings):
-    roce = m.Link.objects.select_related("fabric", "b_switch_port", "a_nic_port__nic").filter(
-        fabric__kind="roce").first()
-    ib = m.Link.objects.select_related("fabric", "b_switch_port", "a_nic_port__nic").filter(
-        fabric__kind="infiniband").first()
+    roce = (
+        m.Link.objects.select_related("fabric", "b_switch_port", "a_nic_port__nic").filter(fabric__kind="roce").first()
+    )
+    ib = (
+        m.Link.objects.select_related("fabric", "b_switch_port", "a_nic_port__nic")
+        .filter(fabric__kind="infiniband")
+        .first()
+    )
     # Defaults: RoCE gets MTU 9000 and no VLAN; InfiniBand is left to the subnet manager.
-    assert port_config_for(roce, "h") == PortConfig(interface=roce.b_switch_port.name,
-                                                    description=f"h:{roce.a_nic_port.nic.name}", enabled=True,
-                                                    mtu=9000)
+    assert port_config_for(roce, "h") == PortConfig(
+        interface=roce.b_switch_port.name, description=f"h:{roce.a_nic_port.nic.name}", enabled=True, mtu=9000
+    )
     assert port_config_for(ib, "h") is None
-    settings.GPUOPS_ROLLOUTS = {"SWITCH_PORT_MTU": {}, "SWITCH_PORT_FABRICS": {
-        roce.fabric.name: {"mtu": 9216}, ib.fabric.name: {"pkey": "0x8001"}}}
+    settings.GPUOPS_ROLLOUTS = {
+        "SWITCH_PORT_MTU": {},
+        "SWITCH_PORT_FABRICS": {roce.fabric.name: {"mtu": 9216}, ib.fabric.name: {"pkey": "0x8001"}},
+    }
     assert port_config_for(roce, "h").mtu == 9216
     assert port_config_for(ib, "h") == PortConfig(interface=ib.b_switch_port.name, pkey="0x8001")
     # A PKey on Ethernet, a VLAN or an MTU on InfiniBand: a setting mistake, said as such.
-    for fabric, wrong in ((roce.fabric.name, {"pkey": "0x8001"}), (ib.fabric.name, {"vlan": 5}),
-                          (ib.fabric.name, {"mtu": 4096}), (roce.fabric.name, {"vlam": 5})):
+    for fabric, wrong in (
+        (roce.fabric.name, {"pkey": "0x8001"}),
+        (ib.fabric.name, {"vlan": 5}),
+        (ib.fabric.name, {"mtu": 4096}),
+        (roce.fabric.name, {"vlam": 5}),
+    ):
         settings.GPUOPS_ROLLOUTS = {"SWITCH_PORT_FABRICS": {fabric: wrong}}
         link = roce if fabric == roce.fabric.name else ib
         with pytest.raises(ProvisioningError, match=f"sets {next(iter(wrong))}, which does not apply"):
@@ -240,8 +260,11 @@ def test_infiniband_pkey_goes_to_the_configurator_which_may_refuse_it_visibly(le
 
 def _port_results(ticket: Ticket) -> list[dict]:
     """What each port's push returned, as the step recorded it."""
-    return list(StepEffect.objects.filter(ticket=ticket, name__startswith="port_").order_by("at", "pk")
-                .values_list("result", flat=True))
+    return list(
+        StepEffect.objects.filter(ticket=ticket, name__startswith="port_")
+        .order_by("at", "pk")
+        .values_list("result", flat=True)
+    )
 
 
 def test_the_default_pushes_for_real(lead, fakes, settings):
@@ -282,9 +305,20 @@ def test_dry_run_shows_the_diff_and_changes_nothing(lead, fakes, settings):
 @pytest.mark.parametrize(("value", "expected"), [("1", True), ("0", False), ("", None)])
 def test_the_demo_turns_dry_run_on_through_the_environment(value, expected):
     env = {**os.environ, "GPUOPS_SWITCH_CONFIG_DRY_RUN": value}
-    out = subprocess.run([sys.executable, "-c", "from gpuops import settings; "
-                          "print(settings.GPUOPS_ROLLOUTS.get('SWITCH_CONFIG_DRY_RUN'))"],
-                         cwd=REPO, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from gpuops import settings; print(settings.GPUOPS_ROLLOUTS.get('SWITCH_CONFIG_DRY_RUN'))",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert out == str(expected)
-    assert 'export GPUOPS_SWITCH_CONFIG_DRY_RUN="${GPUOPS_SWITCH_CONFIG_DRY_RUN:-1}"' in (
-        REPO / "script" / "server").read_text()
+    assert (
+        'export GPUOPS_SWITCH_CONFIG_DRY_RUN="${GPUOPS_SWITCH_CONFIG_DRY_RUN:-1}"'
+        in (REPO / "script" / "server").read_text()
+    )

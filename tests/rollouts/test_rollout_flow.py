@@ -28,14 +28,16 @@ def _package(version: str = TARGET) -> m.DriverPackage:
 
 
 def _options(**extra) -> RolloutOptions:
-    base = {"canary_size": 1, "wave_size": 4, "max_per_rack": 1, "failure_budget": 0,
-            "verify_timeout_minutes": 0}
+    base = {"canary_size": 1, "wave_size": 4, "max_per_rack": 1, "failure_budget": 0, "verify_timeout_minutes": 0}
     return RolloutOptions.from_dict({**base, **extra})
 
 
 def _versions(hostnames) -> dict[str, str]:
-    return dict(m.InstalledSoftware.objects.filter(node__hostname__in=list(hostnames), component="nvidia-driver")
-                .values_list("node__hostname", "version"))
+    return dict(
+        m.InstalledSoftware.objects.filter(node__hostname__in=list(hostnames), component="nvidia-driver").values_list(
+            "node__hostname", "version"
+        )
+    )
 
 
 def _create(selector: NodeSelector, *, package: m.DriverPackage | None = None, **options) -> Rollout:
@@ -70,7 +72,9 @@ def test_rollout_canary_then_waves_failure_pauses_resume_completes_and_roll_back
     assert bad_run.state == NodeRunState.FAILED and bad_run.is_flagged
     assert "card(s) not healthy" in bad_run.error
     assert [c for h, c in fakes.executor.calls if h == bad_run.hostname][-2:] == [
-        "/opt/gpuops/bin/install-nvidia-driver 550.127.05", "reboot"]  # rolled back to its previous version
+        "/opt/gpuops/bin/install-nvidia-driver 550.127.05",
+        "reboot",
+    ]  # rolled back to its previous version
     node = m.Node.objects.get(pk=bad_run.node_id)
     assert node.status == "maintenance" and node.is_cordoned and "failed" in node.cordon_reason
     assert ("drain", bad_run.hostname) in {(op, n) for op, n, _ in fakes.scheduler.log}
@@ -97,8 +101,11 @@ def test_rollout_canary_then_waves_failure_pauses_resume_completes_and_roll_back
     # Completion released every lock.
     assert not NodeLock.objects.filter(owner_key=rollout.lock_key, released_at__isnull=True).exists()
 
-    order_done = list(rollout.node_runs.filter(state=NodeRunState.SUCCEEDED).order_by("-finished_at", "-id")
-                      .values_list("hostname", flat=True))
+    order_done = list(
+        rollout.node_runs.filter(state=NodeRunState.SUCCEEDED)
+        .order_by("-finished_at", "-id")
+        .values_list("hostname", flat=True)
+    )
     fakes.executor.calls.clear()
     fakes.run(rollout_rollback_all, rollout=rollout)
     rollout.refresh_from_db()
@@ -128,7 +135,8 @@ def test_node_locked_by_another_change_is_refused(demo_fleet, fakes):
     # The other rollout cannot take the node this one holds either.
     second = _create(NodeSelector(hostnames=("sh1-h100-0002",)))
     assert {r["hostname"]: r["reason"] for r in second.plan["refused"]} == {
-        "sh1-h100-0002": f"locked by another open change: {rollout.label}"}
+        "sh1-h100-0002": f"locked by another open change: {rollout.label}"
+    }
     assert NodeLock.objects.filter(node__hostname="sh1-h100-0002", released_at__isnull=True).count() == 1
 
 
@@ -193,7 +201,8 @@ def test_live_floor_check_holds_nodes_back_when_capacity_shrank_after_planning(d
 def test_floor_reached_pauses_with_the_reason(demo_fleet, fakes):
     rollout = _create(NodeSelector(hostnames=("sh1-h100-0002", "sh1-h100-0003")), canary_size=0)
     m.Node.objects.filter(cluster__name="sh1-train", hostname__in=[f"sh1-h100-{i:04d}" for i in range(7, 11)]).update(
-        status="maintenance")
+        status="maintenance"
+    )
     fakes.run(rollout_start, rollout=rollout)
     rollout.refresh_from_db()
     assert rollout.status == RolloutStatus.PAUSED
@@ -249,11 +258,13 @@ def test_a_failed_node_left_drained_keeps_counting_against_its_rack(demo_fleet, 
     bad = NodeRun.objects.get(rollout=rollout, hostname="sh1-h100-0003")
     rack = m.Node.objects.get(hostname="sh1-h100-0003").rack
     mates = set(m.Node.objects.filter(rack=rack).exclude(hostname="sh1-h100-0003").values_list("hostname", flat=True))
-    later = set(rollout.node_runs.filter(wave__index__gt=bad.wave.index, hostname__in=mates)
-                .values_list("hostname", flat=True))
+    later = set(
+        rollout.node_runs.filter(wave__index__gt=bad.wave.index, hostname__in=mates).values_list("hostname", flat=True)
+    )
     assert later, "the plan must put a rack mate of the failing node in a later wave"
-    fakes.agent.bad_cards["sh1-h100-0003"] = m.Accelerator.objects.filter(
-        node__hostname="sh1-h100-0003").order_by("slot_index").first().serial
+    fakes.agent.bad_cards["sh1-h100-0003"] = (
+        m.Accelerator.objects.filter(node__hostname="sh1-h100-0003").order_by("slot_index").first().serial
+    )
 
     fakes.run(rollout_start, rollout=rollout)
     rollout.refresh_from_db()

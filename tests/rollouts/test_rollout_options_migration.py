@@ -14,16 +14,31 @@ from workflows.rollouts.options import RolloutOptions
 migration = importlib.import_module("workflows.rollouts.migrations.0004_rollout_options_no_limit_zero")
 
 # RolloutOptions.as_dict before "no limit" was stored as 0: no limit per rack or cluster is null.
-OLD_NO_LIMITS = {"canary_size": 1, "wave_size": 4, "wave_percent": None, "max_per_cluster": None,
-                 "max_per_rack": None, "failure_budget": 1, "failure_budget_percent": None,
-                 "canary_failure_budget": 0, "eligible_statuses": ["active"], "pause_after_canary": False,
-                 "drain_timeout_minutes": None, "verify_timeout_minutes": None}
+OLD_NO_LIMITS = {
+    "canary_size": 1,
+    "wave_size": 4,
+    "wave_percent": None,
+    "max_per_cluster": None,
+    "max_per_rack": None,
+    "failure_budget": 1,
+    "failure_budget_percent": None,
+    "canary_failure_budget": 0,
+    "eligible_statuses": ["active"],
+    "pause_after_canary": False,
+    "drain_timeout_minutes": None,
+    "verify_timeout_minutes": None,
+}
 
 
 def _rollout(options: dict) -> Rollout:
     package = DriverPackageFactory()
-    return Rollout.objects.create(package=package, component=package.component, target_version=package.version,
-                                  options=options, correlation_id="c")
+    return Rollout.objects.create(
+        package=package,
+        component=package.component,
+        target_version=package.version,
+        options=options,
+        correlation_id="c",
+    )
 
 
 @pytest.mark.django_db

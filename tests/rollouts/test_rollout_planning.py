@@ -26,8 +26,9 @@ PACKAGE = PackageFacts("nvidia-driver", "570", frozenset({SUPPORTED}), {SUPPORTE
 
 def node(i: int, cluster: int | None = 1, rack: int | None = None, **kw) -> NodeFacts:
     base = {"accelerator_model_ids": (SUPPORTED,), "installed_version": "550"}
-    return NodeFacts(id=i, hostname=f"n{i:04d}", cluster_id=cluster, rack_id=rack if rack is not None else i // 4,
-                     **{**base, **kw})
+    return NodeFacts(
+        id=i, hostname=f"n{i:04d}", cluster_id=cluster, rack_id=rack if rack is not None else i // 4, **{**base, **kw}
+    )
 
 
 def cluster(cid: int = 1, in_service: int = 100, available: int = 100, floor: int = 80) -> ClusterFacts:
@@ -36,8 +37,12 @@ def cluster(cid: int = 1, in_service: int = 100, available: int = 100, floor: in
 
 def test_canary_then_waves_respect_cluster_floor_and_rack_limit():
     nodes = [node(i) for i in range(40)]
-    plan = plan_build(nodes, [cluster(in_service=40, available=40, floor=80)], PACKAGE,
-                      PlanOptions(canary_size=2, wave_size=50, max_per_rack=2))
+    plan = plan_build(
+        nodes,
+        [cluster(in_service=40, available=40, floor=80)],
+        PACKAGE,
+        PlanOptions(canary_size=2, wave_size=50, max_per_rack=2),
+    )
     # Floor: 40 in service, 80% -> 32 must stay, so 8 at once; each rack of 4 gives at most 2.
     assert plan.cluster_limits[1] == 8
     assert [w.kind for w in plan.waves][:2] == ["canary", "wave"]
@@ -60,17 +65,27 @@ def test_refusals_say_why():
     ]
     plan = plan_build(nodes, [cluster()], PACKAGE, PlanOptions(canary_size=1))
     codes = {r.node_id: r.code for r in plan.refused}
-    assert codes == {1: RefusalCode.INCOMPATIBLE, 2: RefusalCode.NO_MODEL, 3: RefusalCode.LOCKED,
-                     4: RefusalCode.STATUS, 5: RefusalCode.HEALTH, 6: RefusalCode.CORDONED,
-                     7: RefusalCode.NO_VERSION}
+    assert codes == {
+        1: RefusalCode.INCOMPATIBLE,
+        2: RefusalCode.NO_MODEL,
+        3: RefusalCode.LOCKED,
+        4: RefusalCode.STATUS,
+        5: RefusalCode.HEALTH,
+        6: RefusalCode.CORDONED,
+        7: RefusalCode.NO_VERSION,
+    }
     assert "does not support MI300X" in next(r.reason for r in plan.refused if r.node_id == 1)
     assert [s.node_id for s in plan.skipped] == [8]
     assert plan.node_ids == [9]
 
 
 def test_cluster_at_floor_refuses_its_nodes():
-    plan = plan_build([node(1, cluster=1), node(2, cluster=2)],
-                      [cluster(1, in_service=10, available=8, floor=80), cluster(2)], PACKAGE, PlanOptions())
+    plan = plan_build(
+        [node(1, cluster=1), node(2, cluster=2)],
+        [cluster(1, in_service=10, available=8, floor=80), cluster(2)],
+        PACKAGE,
+        PlanOptions(),
+    )
     assert [(r.node_id, r.code) for r in plan.refused] == [(1, RefusalCode.FLOOR)]
     assert "c1 is at its capacity floor (80%: 8 of 10" in plan.refused[0].reason
     assert plan.node_ids == [2]
@@ -85,8 +100,12 @@ def test_canary_prefers_tagged_then_one_per_model_and_cluster():
 
 
 def test_percentage_waves_and_budget_percent():
-    plan = plan_build([node(i, rack=i) for i in range(100)], [cluster(in_service=1000, available=1000)], PACKAGE,
-                      PlanOptions(canary_size=0, wave_percent=25, failure_budget_percent=10, max_per_rack=None))
+    plan = plan_build(
+        [node(i, rack=i) for i in range(100)],
+        [cluster(in_service=1000, available=1000)],
+        PACKAGE,
+        PlanOptions(canary_size=0, wave_percent=25, failure_budget_percent=10, max_per_rack=None),
+    )
     assert [len(w.node_ids) for w in plan.waves] == [25, 25, 25, 25]
     assert [w.failure_budget for w in plan.waves] == [2, 2, 2, 2]
 
@@ -133,19 +152,33 @@ NODE_ROW = st.tuples(
 def fleets(draw):
     n_clusters = draw(st.integers(1, 5))
     rows = draw(st.lists(NODE_ROW, max_size=120))
-    nodes = [NodeFacts(id=i, hostname=f"n{i:04d}", cluster_id=(c % (n_clusters + 1)) or None, rack_id=rack,
-                       accelerator_model_ids=models, installed_version=version, status=status, health=health,
-                       is_cordoned=cordoned, locked_by=locked, tags=tags)
-             for i, (c, rack, models, version, status, health, cordoned, locked, tags) in enumerate(rows)]
+    nodes = [
+        NodeFacts(
+            id=i,
+            hostname=f"n{i:04d}",
+            cluster_id=(c % (n_clusters + 1)) or None,
+            rack_id=rack,
+            accelerator_model_ids=models,
+            installed_version=version,
+            status=status,
+            health=health,
+            is_cordoned=cordoned,
+            locked_by=locked,
+            tags=tags,
+        )
+        for i, (c, rack, models, version, status, health, cordoned, locked, tags) in enumerate(rows)
+    ]
     clusters = []
     for c in range(1, n_clusters + 1):
         members = [n for n in nodes if n.cluster_id == c]
         extra, extra_available, floor = draw(st.tuples(st.integers(0, 60), st.integers(0, 60), st.integers(0, 100)))
         in_service = len(members) + extra
-        available = min(in_service, sum(1 for n in members if n.status == "active" and not n.is_cordoned)
-                        + extra_available)
-        clusters.append(ClusterFacts(id=c, name=f"c{c}", in_service=in_service, available=available,
-                                     floor_percent=floor))
+        available = min(
+            in_service, sum(1 for n in members if n.status == "active" and not n.is_cordoned) + extra_available
+        )
+        clusters.append(
+            ClusterFacts(id=c, name=f"c{c}", in_service=in_service, available=available, floor_percent=floor)
+        )
     return nodes, clusters
 
 
@@ -214,8 +247,8 @@ def test_admission_counts_failed_nodes_left_drained_against_rack_and_cluster():
     assert admission.started == (11,)
     assert admission.waiting == (
         "rack limit: n0010 waits: rack r1 has 1 node(s) of this rollout out of service (n0001), at most 1 at once",
-        "cluster limit: n0012 waits: c1 has 2 node(s) of this rollout out of service (n0001, n0011), at most 2 at "
-        "once")
+        "cluster limit: n0012 waits: c1 has 2 node(s) of this rollout out of service (n0001, n0011), at most 2 at once",
+    )
     # The floor: node 11 takes the last node of headroom, node 12 waits for it.
     floor = nodes_admit(pending[1:], [], {1: 1}, PlanOptions(max_per_rack=None))
     assert floor.started == (11,) and floor.waiting[0].startswith("capacity floor: n0012 waits")

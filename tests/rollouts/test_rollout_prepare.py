@@ -38,36 +38,62 @@ PREPARE_MAX_QUERIES = 70
 def extra_nodes(demo_fleet):
     """200 more active H100 nodes in sh1-train running the baseline driver, outside racks (cloned in bulk)."""
     model = m.Node.objects.get(hostname="sh1-h100-0002")
-    nodes = m.Node.objects.bulk_create([
-        m.Node(hostname=f"sh1-x-{i:04d}", serial=f"XSN{i:06d}", server_model_id=model.server_model_id,
-               site_id=model.site_id, cluster_id=model.cluster_id, status="active", health="ok")
-        for i in range(200)])
-    m.InstalledSoftware.objects.bulk_create([
-        m.InstalledSoftware(node=n, component="nvidia-driver", version="550.127.05") for n in nodes])
+    nodes = m.Node.objects.bulk_create(
+        [
+            m.Node(
+                hostname=f"sh1-x-{i:04d}",
+                serial=f"XSN{i:06d}",
+                server_model_id=model.server_model_id,
+                site_id=model.site_id,
+                cluster_id=model.cluster_id,
+                status="active",
+                health="ok",
+            )
+            for i in range(200)
+        ]
+    )
+    m.InstalledSoftware.objects.bulk_create(
+        [m.InstalledSoftware(node=n, component="nvidia-driver", version="550.127.05") for n in nodes]
+    )
     return [n.hostname for n in nodes]
 
 
 def _inputs(hostnames: list[str]) -> dict:
-    return {"package": "nvidia-driver 570.133.20", "hostnames": "\n".join(hostnames), "canary_size": 1,
-            "wave_size": 50, "max_per_rack": 0, "max_per_cluster": 0}
+    return {
+        "package": "nvidia-driver 570.133.20",
+        "hostnames": "\n".join(hostnames),
+        "canary_size": 1,
+        "wave_size": 50,
+        "max_per_rack": 0,
+        "max_per_cluster": 0,
+    }
 
 
 def _post(client, hostnames: list[str]):
-    return client.post("/api/workflows/tickets/", {
-        "type": "driver_rollout", "title": f"nvidia-driver 570 on {len(hostnames)} nodes",
-        "inputs": _inputs(hostnames)}, content_type="application/json")
+    return client.post(
+        "/api/workflows/tickets/",
+        {
+            "type": "driver_rollout",
+            "title": f"nvidia-driver 570 on {len(hostnames)} nodes",
+            "inputs": _inputs(hostnames),
+        },
+        content_type="application/json",
+    )
 
 
 def test_options_survive_the_round_trip_through_the_rollout_row():
-    for given in ({"max_per_rack": 0, "max_per_cluster": 0, "wave_size": 3},
-                  {"max_per_rack": 2, "max_per_cluster": 5, "wave_percent": 20, "failure_budget_percent": 10},
-                  {}):
+    for given in (
+        {"max_per_rack": 0, "max_per_cluster": 0, "wave_size": 3},
+        {"max_per_rack": 2, "max_per_cluster": 5, "wave_percent": 20, "failure_budget_percent": 10},
+        {},
+    ):
         options = RolloutOptions.from_dict(given)
         assert RolloutOptions.from_dict(options.as_dict()) == options
 
 
 def test_opening_the_ticket_costs_the_same_queries_for_10_or_200_nodes_and_writes_no_node_rows(
-        client, people, extra_nodes, fakes, django_assert_max_num_queries):
+    client, people, extra_nodes, fakes, django_assert_max_num_queries
+):
     lead, _ = people
     client.force_login(lead)
     counts = {}
@@ -87,7 +113,8 @@ def test_opening_the_ticket_costs_the_same_queries_for_10_or_200_nodes_and_write
 
 
 def test_preparing_is_shown_and_refuses_submit_and_start_until_the_step_wrote_the_plan(
-        client, people, extra_nodes, fakes):
+    client, people, extra_nodes, fakes
+):
     lead, approver = people
     client.force_login(lead)
     with fakes.capture() as published:
@@ -106,15 +133,17 @@ def test_preparing_is_shown_and_refuses_submit_and_start_until_the_step_wrote_th
     assert fragment.status_code == 200 and b"Preparing the plan" in fragment.content  # htmx keeps polling
     assert b"Approval and start wait" in fragment.content and b"0 of 0 nodes" not in fragment.content
     # Nothing can move: submit is refused with 409 and a reason, the service refuses to start.
-    refused = client.post(f"/api/workflows/tickets/{ticket_id}/transitions/submit/", {"inputs": {}},
-                          content_type="application/json")
+    refused = client.post(
+        f"/api/workflows/tickets/{ticket_id}/transitions/submit/", {"inputs": {}}, content_type="application/json"
+    )
     assert refused.status_code == 409 and "Preparing the plan" in refused.json()["error"]["message"]
     with pytest.raises(RolloutError, match="still preparing its plan"):
         rollout_start(rollout=rollout)
     approver_client = Client()
     approver_client.force_login(approver)
-    vote = approver_client.post(f"/api/workflows/tickets/{ticket_id}/approve/", {"decision": "approved"},
-                                content_type="application/json")
+    vote = approver_client.post(
+        f"/api/workflows/tickets/{ticket_id}/approve/", {"decision": "approved"}, content_type="application/json"
+    )
     assert vote.status_code == 409 and "not awaiting approval" in vote.json()["error"]["message"]
 
     # The published step runs on a worker (eager here): one transaction writes runs, locks and the change plan.
@@ -137,8 +166,9 @@ def test_preparing_is_shown_and_refuses_submit_and_start_until_the_step_wrote_th
     current = client.get(f"/rollouts/tickets/{ticket_id}/progress/?state=draft", HTTP_HX_REQUEST="true")
     assert "HX-Refresh" not in current
     assert 'progress/?state=draft"' in client.get(f"/tickets/{ticket_id}/").content.decode()
-    accepted = client.post(f"/api/workflows/tickets/{ticket_id}/transitions/submit/", {"inputs": {}},
-                           content_type="application/json")
+    accepted = client.post(
+        f"/api/workflows/tickets/{ticket_id}/transitions/submit/", {"inputs": {}}, content_type="application/json"
+    )
     assert accepted.status_code == 200, accepted.content
 
 
@@ -146,8 +176,11 @@ def test_preparation_is_all_or_nothing_and_never_writes_twice(demo_fleet, fakes,
     from workflows.rollouts.tasks import rollout_prepare_task
 
     package = m.DriverPackage.objects.get(component="nvidia-driver", version="570.133.20")
-    rollout = rollout_create(package=package, selector=NodeSelector(clusters=("sh1-train",)),
-                             options=RolloutOptions.from_dict({"canary_size": 1, "wave_size": 4}))
+    rollout = rollout_create(
+        package=package,
+        selector=NodeSelector(clusters=("sh1-train",)),
+        options=RolloutOptions.from_dict({"canary_size": 1, "wave_size": 4}),
+    )
     assert rollout.status == RolloutStatus.PREPARING
 
     def disk_full(*args, **kwargs):
@@ -173,16 +206,21 @@ def test_preparation_is_all_or_nothing_and_never_writes_twice(demo_fleet, fakes,
 
 def test_a_rollout_without_ticket_is_prepared_by_the_task_published_on_commit(demo_fleet, fakes):
     package = m.DriverPackage.objects.get(component="nvidia-driver", version="570.133.20")
-    rollout = fakes.run(rollout_create, package=package, selector=NodeSelector(hostnames=("sh1-h100-0002",)),
-                        options=RolloutOptions.from_dict({}))
+    rollout = fakes.run(
+        rollout_create,
+        package=package,
+        selector=NodeSelector(hostnames=("sh1-h100-0002",)),
+        options=RolloutOptions.from_dict({}),
+    )
     rollout.refresh_from_db()
     assert rollout.status == RolloutStatus.PLANNED and rollout.node_runs.count() == 1
 
 
 def test_beat_republishes_a_lost_preparation(demo_fleet, fakes):
     package = m.DriverPackage.objects.get(component="nvidia-driver", version="570.133.20")
-    rollout = rollout_create(package=package, selector=NodeSelector(hostnames=("sh1-h100-0002",)),
-                             options=RolloutOptions.from_dict({}))  # its on-commit message is lost here
+    rollout = rollout_create(
+        package=package, selector=NodeSelector(hostnames=("sh1-h100-0002",)), options=RolloutOptions.from_dict({})
+    )  # its on-commit message is lost here
     assert fakes.run(rollouts_prepare_stalled) == 0  # too young to be presumed lost
     Rollout.objects.filter(pk=rollout.pk).update(created_at=timezone.now() - dt.timedelta(minutes=10))
     assert fakes.run(rollouts_prepare_stalled) == 1
@@ -193,13 +231,22 @@ def test_beat_republishes_a_lost_preparation(demo_fleet, fakes):
 
 def test_cancel_while_preparing_leaves_nothing_behind(demo_fleet, fakes, people):
     lead, _ = people
-    ticket = ticket_create(type_="driver_rollout", title="nvidia-driver 570 on sh1-train", requester=lead,
-                           inputs={"package": "nvidia-driver 570.133.20", "clusters": "sh1-train"})
+    ticket = ticket_create(
+        type_="driver_rollout",
+        title="nvidia-driver 570 on sh1-train",
+        requester=lead,
+        inputs={"package": "nvidia-driver 570.133.20", "clusters": "sh1-train"},
+    )
     assert ticket.state == "preparing"
     with pytest.raises(NotAllowedError, match="Preparing the plan"):
         transition_apply(ticket=ticket, name="submit", actor=lead)
-    fakes.run(transition_apply, ticket=Ticket.objects.get(pk=ticket.pk), name="cancel", actor=lead,
-              data={"cancel_reason": "wrong package"})
+    fakes.run(
+        transition_apply,
+        ticket=Ticket.objects.get(pk=ticket.pk),
+        name="cancel",
+        actor=lead,
+        data={"cancel_reason": "wrong package"},
+    )
     rollout = Rollout.objects.get(ticket=ticket)
     assert Ticket.objects.get(pk=ticket.pk).state == "cancelled" and rollout.status == RolloutStatus.CANCELLED
     assert StepRun.objects.get(ticket=ticket, step="prepare").status == "cancelled"
@@ -210,8 +257,13 @@ def test_cancel_while_preparing_leaves_nothing_behind(demo_fleet, fakes, people)
 
 def test_replan_goes_through_preparing_again(demo_fleet, fakes, people):
     lead, _ = people
-    ticket = fakes.run(ticket_create, type_="driver_rollout", title="nvidia-driver 570 on sh1-train",
-                       requester=lead, inputs={"package": "nvidia-driver 570.133.20", "clusters": "sh1-train"})
+    ticket = fakes.run(
+        ticket_create,
+        type_="driver_rollout",
+        title="nvidia-driver 570 on sh1-train",
+        requester=lead,
+        inputs={"package": "nvidia-driver 570.133.20", "clusters": "sh1-train"},
+    )
     rollout = Rollout.objects.get(ticket=ticket)
     first = rollout.plan["planned_at"]
     assert Ticket.objects.get(pk=ticket.pk).state == "draft"

@@ -17,9 +17,13 @@ from workflows.rollouts.services import rollout_create, rollout_prepare, rollout
 @pytest.fixture
 def rollout(demo_fleet, fakes):
     package = m.DriverPackage.objects.get(component="nvidia-driver", version="570.133.20")
-    r = rollout_create(package=package, selector=NodeSelector(clusters=("sh1-train",)),
-                       options=RolloutOptions.from_dict({"canary_size": 1, "wave_size": 4, "failure_budget": 0,
-                                                         "verify_timeout_minutes": 0}))
+    r = rollout_create(
+        package=package,
+        selector=NodeSelector(clusters=("sh1-train",)),
+        options=RolloutOptions.from_dict(
+            {"canary_size": 1, "wave_size": 4, "failure_budget": 0, "verify_timeout_minutes": 0}
+        ),
+    )
     r = rollout_prepare(rollout=r)
     first_wave_node = NodeRun.objects.filter(rollout=r, wave__index=1).order_by("position").first()
     fakes.executor.fail(host=first_wave_node.hostname, contains="570.133.20", stderr="E: dkms build failed")
@@ -31,8 +35,9 @@ def rollout(demo_fleet, fakes):
 @pytest.fixture
 def lead(db):
     user = UserFactory(username="lead")
-    user.user_permissions.add(Permission.objects.get(codename="view_rollout"),
-                              Permission.objects.get(codename="add_ticket"))
+    user.user_permissions.add(
+        Permission.objects.get(codename="view_rollout"), Permission.objects.get(codename="add_ticket")
+    )
     return user
 
 
@@ -87,16 +92,26 @@ def test_plan_preview_saves_nothing(client, demo_fleet, lead):
     from workflows.rollouts.models import Rollout
 
     client.force_login(lead)
-    response = client.post("/api/rollouts/plan-preview/", {
-        "package": "nvidia-driver 570.133.20", "selector": {"clusters": ["sh1-train"], "hostnames": []},
-        "options": {"canary_size": 2, "wave_size": 5}, "hostnames": True}, content_type="application/json")
+    response = client.post(
+        "/api/rollouts/plan-preview/",
+        {
+            "package": "nvidia-driver 570.133.20",
+            "selector": {"clusters": ["sh1-train"], "hostnames": []},
+            "options": {"canary_size": 2, "wave_size": 5},
+            "hostnames": True,
+        },
+        content_type="application/json",
+    )
     assert response.status_code == 200, response.content
     body = response.json()
     assert body["waves"][0]["kind"] == "canary" and len(body["waves"][0]["hostnames"]) == 2
     assert {r["code"] for r in body["refused"]} == {"health", "status"}
     assert not Rollout.objects.exists()
-    bad = client.post("/api/rollouts/plan-preview/", {"package": "nvidia-driver 1.0", "selector": {"clusters": ["x"]}},
-                      content_type="application/json")
+    bad = client.post(
+        "/api/rollouts/plan-preview/",
+        {"package": "nvidia-driver 1.0", "selector": {"clusters": ["x"]}},
+        content_type="application/json",
+    )
     assert bad.status_code == 400
 
 

@@ -21,11 +21,23 @@ def _take(fakes, ticket, name, user, **data) -> Ticket:
 
 
 def _open(fakes, lead, **inputs) -> Ticket:
-    base = {"package": "nvidia-driver 570.133.20", "clusters": "sh1-train", "canary_size": 1, "wave_size": 4,
-            "failure_budget": 0}
+    base = {
+        "package": "nvidia-driver 570.133.20",
+        "clusters": "sh1-train",
+        "canary_size": 1,
+        "wave_size": 4,
+        "failure_budget": 0,
+    }
     # The prepare step runs in the on-commit callbacks fakes.run executes: the ticket comes back a draft.
-    return _fresh(fakes.run(ticket_create, type_="driver_rollout", title="nvidia-driver 570 on sh1-train",
-                            requester=lead, inputs={**base, **inputs}))
+    return _fresh(
+        fakes.run(
+            ticket_create,
+            type_="driver_rollout",
+            title="nvidia-driver 570 on sh1-train",
+            requester=lead,
+            inputs={**base, **inputs},
+        )
+    )
 
 
 def test_declaration_is_sound():
@@ -56,9 +68,11 @@ def test_ticket_plans_on_create_then_runs_after_approval(demo_fleet, fakes, peop
 
     ticket = _take(fakes, ticket, "rollback_all", lead, note="driver regression in NCCL tests")
     assert ticket.state == "rolled_back" and not ticket.is_open
-    assert set(m.InstalledSoftware.objects.filter(node__cluster__name="sh1-train", component="nvidia-driver",
-                                                  node__status="active").values_list("version", flat=True)) == {
-        "550.127.05"}
+    assert set(
+        m.InstalledSoftware.objects.filter(
+            node__cluster__name="sh1-train", component="nvidia-driver", node__status="active"
+        ).values_list("version", flat=True)
+    ) == {"550.127.05"}
 
 
 def test_budget_pauses_the_ticket_and_resume_finishes_it(demo_fleet, fakes, people):
@@ -74,8 +88,9 @@ def test_budget_pauses_the_ticket_and_resume_finishes_it(demo_fleet, fakes, peop
     ticket = _take(fakes, ticket, "resume", lead, note="kernel module issue is host-specific")
     # The failed node stays drained and holds its rack's one slot: its rack mate waits, the ticket pauses again.
     assert ticket.state == "paused"
-    assert ticket.rollout.paused_reason.startswith("rack limit: ") and f"({bad.hostname})" in \
-        ticket.rollout.paused_reason
+    assert (
+        ticket.rollout.paused_reason.startswith("rack limit: ") and f"({bad.hostname})" in ticket.rollout.paused_reason
+    )
     m.Node.objects.filter(pk=bad.node_id).update(status="active", is_cordoned=False, cordon_reason="")
     ticket = _take(fakes, ticket, "resume", lead, note="module rebuilt by hand; node back in service")
     assert ticket.state == "completed"

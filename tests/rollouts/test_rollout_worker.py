@@ -25,8 +25,11 @@ def test_small_rollout_through_a_real_worker(celery_worker_process, settings):
     settings.CELERY_TASK_ALWAYS_EAGER = False
     demo_load(scale="small")
     package = m.DriverPackage.objects.get(component="nvidia-driver", version="570.133.20")
-    rollout = rollout_create(package=package, selector=NodeSelector(hostnames=HOSTS),
-                             options=RolloutOptions.from_dict({"canary_size": 1, "wave_size": 2}))
+    rollout = rollout_create(
+        package=package,
+        selector=NodeSelector(hostnames=HOSTS),
+        options=RolloutOptions.from_dict({"canary_size": 1, "wave_size": 2}),
+    )
     # Autocommit: the prepare task is published at once, and the worker writes the plan.
     assert wait_until(lambda: Rollout.objects.get(pk=rollout.pk).status == RolloutStatus.PLANNED, timeout=60)
     rollout.refresh_from_db()
@@ -34,8 +37,10 @@ def test_small_rollout_through_a_real_worker(celery_worker_process, settings):
     rollout_start(rollout=rollout)  # autocommit: the advance task is published at once
 
     final = (RolloutStatus.COMPLETED, RolloutStatus.PAUSED, RolloutStatus.ABORTED)
-    status = wait_until(lambda: Rollout.objects.get(pk=rollout.pk).status in final
-                        and Rollout.objects.get(pk=rollout.pk).status, timeout=120)
+    status = wait_until(
+        lambda: Rollout.objects.get(pk=rollout.pk).status in final and Rollout.objects.get(pk=rollout.pk).status,
+        timeout=120,
+    )
     assert status == RolloutStatus.COMPLETED, f"rollout ended {status!r}"
     runs = list(NodeRun.objects.filter(rollout=rollout))
     assert {r.state for r in runs} == {"succeeded"} and all(r.is_dry_run for r in runs)

@@ -34,8 +34,9 @@ def _free_port() -> int:
 
 def _write_key(path: Path) -> Path:
     key = Ed25519PrivateKey.generate()
-    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
-                                       serialization.NoEncryption()))
+    path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption())
+    )
     path.chmod(0o600)
     return path
 
@@ -53,22 +54,27 @@ def sshd(tmp_path_factory):
     if os.geteuid() == 0:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation directory sshd insists on
     config = tmp / "sshd_config"
-    config.write_text("\n".join([
-        "ListenAddress 127.0.0.1",
-        f"HostKey {host_key}",
-        f"AuthorizedKeysFile {tmp / 'authorized_keys'}",
-        f"PidFile {tmp / 'sshd.pid'}",
-        "StrictModes no",
-        "UsePAM no",
-        "PasswordAuthentication no",
-        "KbdInteractiveAuthentication no",
-        "PubkeyAuthentication yes",
-        "PermitRootLogin prohibit-password",
-        "LogLevel ERROR",
-        "",
-    ]))
-    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config), "-p", str(port)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+    config.write_text(
+        "\n".join(
+            [
+                "ListenAddress 127.0.0.1",
+                f"HostKey {host_key}",
+                f"AuthorizedKeysFile {tmp / 'authorized_keys'}",
+                f"PidFile {tmp / 'sshd.pid'}",
+                "StrictModes no",
+                "UsePAM no",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "PubkeyAuthentication yes",
+                "PermitRootLogin prohibit-password",
+                "LogLevel ERROR",
+                "",
+            ]
+        )
+    )
+    proc = subprocess.Popen(
+        [SSHD, "-D", "-e", "-f", str(config), "-p", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -99,8 +105,13 @@ def _whoami() -> str:
 
 def _executor(sshd, **overrides) -> SshExecutor:
     port, key, known_hosts, user, _ = sshd
-    options = {"username": user, "key_file": str(key), "known_hosts": str(known_hosts), "port": port,
-               "connect_timeout_s": 5}
+    options = {
+        "username": user,
+        "key_file": str(key),
+        "known_hosts": str(known_hosts),
+        "port": port,
+        "connect_timeout_s": 5,
+    }
     return SshExecutor(**{**options, **overrides})
 
 

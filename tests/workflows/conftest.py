@@ -140,12 +140,25 @@ class Fleet:
         """An active reservation of a fresh spare (serial SP-1) held by `ticket`."""
         spare = self.spare("SP-1")
         now = timezone.now()
-        return m.StockReservation.objects.create(accelerator=spare, site=self.site, reserved_for=f"ticket:{ticket.pk}",
-                                                 reserved_at=now, expires_at=now + dt.timedelta(hours=72))
+        return m.StockReservation.objects.create(
+            accelerator=spare,
+            site=self.site,
+            reserved_for=f"ticket:{ticket.pk}",
+            reserved_at=now,
+            expires_at=now + dt.timedelta(hours=72),
+        )
 
     def spare(self, serial: str = "SPARE-0001") -> m.Accelerator:
-        return AcceleratorFactory(model=self.model, serial=serial, lifecycle="in_stock", node=None, slot_index=None,
-                                  stock_location=self.warehouse, site=self.site, health="ok")
+        return AcceleratorFactory(
+            model=self.model,
+            serial=serial,
+            lifecycle="in_stock",
+            node=None,
+            slot_index=None,
+            stock_location=self.warehouse,
+            site=self.site,
+            health="ok",
+        )
 
 
 @pytest.fixture

@@ -17,8 +17,15 @@ def ticket_fresh(ticket: Ticket) -> Ticket:
 
 
 def open_by_hook(wf, fleet, *, code: str = "79", is_repeat: bool = False) -> Ticket:
-    failure = AcceleratorFailure(accelerator_id=fleet.failed.pk, node_id=fleet.node.pk, health_event_id=None,
-                                 kind="xid", code=code, message="GPU has fallen off the bus", is_repeat=is_repeat)
+    failure = AcceleratorFailure(
+        accelerator_id=fleet.failed.pk,
+        node_id=fleet.node.pk,
+        health_event_id=None,
+        kind="xid",
+        code=code,
+        message="GPU has fallen off the bus",
+        is_repeat=is_repeat,
+    )
     wf.run(accelerator_failed, failure)
     return Ticket.objects.get(type="repair", dedup_key=f"repair:accelerator:{fleet.failed.pk}", is_open=True)
 

@@ -32,7 +32,8 @@ SCONTROL_DRAINING = (
     "Version=23.11.4 OS=Linux 5.15.0-119-generic RealMemory=2000000 AllocMem=1000000 FreeMem=812345 Sockets=2 "
     "Boards=1 State=MIXED+DRAIN ThreadsPerCore=2 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A Partitions=gpu "
     "CfgTRES=cpu=224,mem=2000000M,billing=224,gres/gpu=8 CapWatts=n/a CurrentWatts=0 AveWatts=0 "
-    "Reason=REP-12: GPU 1654SH100000003 failed (XID 79) [gpuops@2026-11-29T10:00:00]")
+    "Reason=REP-12: GPU 1654SH100000003 failed (XID 79) [gpuops@2026-11-29T10:00:00]"
+)
 SCONTROL_DRAINED = SCONTROL_DRAINING.replace("State=MIXED+DRAIN", "State=IDLE+DRAIN")
 
 
@@ -59,8 +60,10 @@ def result(returncode: int = 0, stdout: str = "", stderr: str = "") -> CommandRe
     return CommandResult(("x",), returncode, stdout, stderr)
 
 
-@pytest.mark.parametrize("adapter", [FakeScheduler(), NoopScheduler(), SlurmScheduler(RecordingRunner()),
-                                     KubectlScheduler(RecordingRunner())])
+@pytest.mark.parametrize(
+    "adapter",
+    [FakeScheduler(), NoopScheduler(), SlurmScheduler(RecordingRunner()), KubectlScheduler(RecordingRunner())],
+)
 def test_every_scheduler_satisfies_the_protocol(adapter):
     assert isinstance(adapter, Scheduler)
 
@@ -92,21 +95,27 @@ def test_slurm_commands_and_errors():
         ["scontrol", "show", "node", "sh1-h100-0007", "--oneliner"],
         ["scontrol", "update", "NodeName=sh1-h100-0007", "State=DOWN", "Reason=DEC-3: end of life"],
     ]
-    down = SlurmScheduler(RecordingRunner({"scontrol": result(1, stderr=(
-        "slurm_update error: Unable to contact slurm controller (connect failure)"))}))
+    down = SlurmScheduler(
+        RecordingRunner(
+            {"scontrol": result(1, stderr=("slurm_update error: Unable to contact slurm controller (connect failure)"))}
+        )
+    )
     with pytest.raises(TransientError):
         down.drain(NODE, reason="x")
-    unknown = SlurmScheduler(RecordingRunner({"scontrol": result(1, stderr=(
-        "slurm_update error: Invalid node name specified"))}))
+    unknown = SlurmScheduler(
+        RecordingRunner({"scontrol": result(1, stderr=("slurm_update error: Invalid node name specified"))})
+    )
     with pytest.raises(PermanentError):
         unknown.drain(NODE, reason="x")
 
 
 def test_slurm_resume_of_an_idle_node_is_done_already():
-    runner = RecordingRunner({
-        "scontrol update": result(1, stderr="slurm_update error: Invalid node state specified"),
-        "scontrol show node": result(stdout="NodeName=sh1-h100-0007 State=IDLE Reason="),
-    })
+    runner = RecordingRunner(
+        {
+            "scontrol update": result(1, stderr="slurm_update error: Invalid node state specified"),
+            "scontrol show node": result(stdout="NodeName=sh1-h100-0007 State=IDLE Reason="),
+        }
+    )
     SlurmScheduler(runner).resume(NODE)  # no error: it is schedulable
 
 
@@ -119,12 +128,19 @@ def _pods(*specs: tuple[str, str | None]) -> str:
 
 
 def test_kubectl_commands_and_drained_state():
-    node_json = json.dumps({"spec": {"unschedulable": True}, "metadata": {"annotations": {
-        "gpuops.io/drain-reason": "REP-12: x"}}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
-    runner = RecordingRunner({
-        "kubectl --context prod get node": result(stdout=node_json),
-        "kubectl --context prod get pods": result(stdout=_pods(("Running", "DaemonSet"), ("Succeeded", None))),
-    })
+    node_json = json.dumps(
+        {
+            "spec": {"unschedulable": True},
+            "metadata": {"annotations": {"gpuops.io/drain-reason": "REP-12: x"}},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        }
+    )
+    runner = RecordingRunner(
+        {
+            "kubectl --context prod get node": result(stdout=node_json),
+            "kubectl --context prod get pods": result(stdout=_pods(("Running", "DaemonSet"), ("Succeeded", None))),
+        }
+    )
     k8s = KubectlScheduler(runner, context="prod", drain_timeout_s=60)
     k8s.drain(NODE, reason="REP-12: x")
     state = k8s.node_state(NODE)
@@ -140,21 +156,25 @@ def test_kubectl_commands_and_drained_state():
 def test_kubectl_drain_timeout_is_not_an_error_but_unreachable_api_is_transient():
     blocked = RecordingRunner({"kubectl drain": result(1, stderr="error: timed out waiting for the condition")})
     KubectlScheduler(blocked).drain(NODE, reason="x")
-    down = RecordingRunner({"kubectl cordon": result(1, stderr=(
-        "Unable to connect to the server: dial tcp 10.0.0.1:6443: i/o timeout"))})
+    down = RecordingRunner(
+        {"kubectl cordon": result(1, stderr=("Unable to connect to the server: dial tcp 10.0.0.1:6443: i/o timeout"))}
+    )
     with pytest.raises(TransientError):
         KubectlScheduler(down).drain(NODE, reason="x")
-    missing = RecordingRunner({"kubectl uncordon": result(
-        1, stderr='Error from server (NotFound): nodes "x" not found')})
+    missing = RecordingRunner(
+        {"kubectl uncordon": result(1, stderr='Error from server (NotFound): nodes "x" not found')}
+    )
     with pytest.raises(PermanentError):
         KubectlScheduler(missing).resume(NODE)
 
 
 def test_pods_blocking_drain_ignores_daemonsets_mirrors_and_finished():
-    pods = json.loads(_pods(("Running", "DaemonSet"), ("Running", "ReplicaSet"), ("Succeeded", None),
-                            ("Pending", None)))
-    pods["items"].append({"metadata": {"annotations": {"kubernetes.io/config.mirror": "x"}},
-                          "status": {"phase": "Running"}})
+    pods = json.loads(
+        _pods(("Running", "DaemonSet"), ("Running", "ReplicaSet"), ("Succeeded", None), ("Pending", None))
+    )
+    pods["items"].append(
+        {"metadata": {"annotations": {"kubernetes.io/config.mirror": "x"}}, "status": {"phase": "Running"}}
+    )
     assert pods_blocking_drain(pods) == 2
 
 
@@ -171,14 +191,23 @@ def test_local_runner_runs_real_processes():
 
 def test_ssh_runner_quotes_one_remote_command_line():
     argv = SshRunner("slurmctld01", user="gpuops", identity_file="/etc/gpuops/id").ssh_argv(
-        ["scontrol", "update", "NodeName=n1", "Reason=REP-1: card failed"])
+        ["scontrol", "update", "NodeName=n1", "Reason=REP-1: card failed"]
+    )
     assert argv[:3] == ["ssh", "-o", "BatchMode=yes"]
     assert argv[-3:] == ["gpuops@slurmctld01", "--", "scontrol update NodeName=n1 'Reason=REP-1: card failed'"]
     assert "-i" in argv
 
 
-NOTE = Notification(key="k1", event="opened", subject="REP-1 opened", body="card failed", url="http://x/tickets/1/",
-                    ticket_ref="REP-1", recipients=("tech@example.com",), data={"ticket_id": 1})
+NOTE = Notification(
+    key="k1",
+    event="opened",
+    subject="REP-1 opened",
+    body="card failed",
+    url="http://x/tickets/1/",
+    ticket_ref="REP-1",
+    recipients=("tech@example.com",),
+    data={"ticket_id": 1},
+)
 
 
 def test_notification_round_trips_through_json():
@@ -200,11 +229,13 @@ def test_webhook_notifier_statuses():
         def respond(request: httpx.Request) -> httpx.Response:
             seen.append(request)
             return httpx.Response(status, json={})
+
         return respond
 
     def notifier(status: int) -> WebhookNotifier:
-        return WebhookNotifier(url="https://hooks.example/ops", client=httpx.Client(
-            transport=httpx.MockTransport(handler(status))))
+        return WebhookNotifier(
+            url="https://hooks.example/ops", client=httpx.Client(transport=httpx.MockTransport(handler(status)))
+        )
 
     notifier(204).send(NOTE)
     assert seen[0].headers["Idempotency-Key"] == "k1" and json.loads(seen[0].content)["ticket_ref"] == "REP-1"
@@ -219,8 +250,9 @@ def test_webhook_notifier_statuses():
         raise httpx.ConnectTimeout("slow", request=request)
 
     with pytest.raises(TransientError, match="timed out"):
-        WebhookNotifier(url="https://hooks.example/ops", client=httpx.Client(
-            transport=httpx.MockTransport(timeout))).send(NOTE)
+        WebhookNotifier(
+            url="https://hooks.example/ops", client=httpx.Client(transport=httpx.MockTransport(timeout))
+        ).send(NOTE)
 
 
 @pytest.mark.django_db

@@ -37,9 +37,17 @@ def test_create_and_take_transitions(wf, fleet, tech):
     client = api(tech)
     fleet.spare()
     with wf.committing():
-        response = client.post("/api/workflows/tickets/", {
-            "type": "repair", "title": "XID 48 on slot 3", "priority": "high",
-            "inputs": {"accelerator": fleet.failed.serial}, "start": True}, format="json")
+        response = client.post(
+            "/api/workflows/tickets/",
+            {
+                "type": "repair",
+                "title": "XID 48 on slot 3",
+                "priority": "high",
+                "inputs": {"accelerator": fleet.failed.serial},
+                "start": True,
+            },
+            format="json",
+        )
     assert response.status_code == 201, response.json()
     assert response.json()["state"] == "draining"  # answered before the drain step ran (on commit)
     ticket = client.get(f"/api/workflows/tickets/{response.json()['id']}/").json()
@@ -50,16 +58,19 @@ def test_create_and_take_transitions(wf, fleet, tech):
 
     url = f"/api/workflows/tickets/{ticket['id']}/transitions"
     with wf.committing():
-        response = client.post(f"{url}/diagnose_replace/", {"inputs": {"note": "dead"}}, format="json",
-                               HTTP_IDEMPOTENCY_KEY="d-1")
+        response = client.post(
+            f"{url}/diagnose_replace/", {"inputs": {"note": "dead"}}, format="json", HTTP_IDEMPOTENCY_KEY="d-1"
+        )
     assert response.status_code == 200 and response.json()["state"] == "reserving_spare"
     with wf.committing():
-        again = client.post(f"{url}/diagnose_replace/", {"inputs": {"note": "dead"}}, format="json",
-                            HTTP_IDEMPOTENCY_KEY="d-1")
+        again = client.post(
+            f"{url}/diagnose_replace/", {"inputs": {"note": "dead"}}, format="json", HTTP_IDEMPOTENCY_KEY="d-1"
+        )
     assert again.status_code == 200 and again.json()["state"] == "awaiting_swap"  # replayed, not refused
 
-    bad = client.post(f"{url}/confirm_swap/", {"inputs": {"old_serial": "X", "new_serial": "SPARE-0001"}},
-                      format="json")
+    bad = client.post(
+        f"{url}/confirm_swap/", {"inputs": {"old_serial": "X", "new_serial": "SPARE-0001"}}, format="json"
+    )
     assert bad.status_code == 400
     assert bad.json()["error"]["code"] == "invalid" and "is not the failed card" in bad.json()["error"]["message"]
     missing = client.post(f"{url}/confirm_swap/", {"inputs": {}}, format="json").json()["error"]
@@ -72,18 +83,29 @@ def test_create_and_take_transitions(wf, fleet, tech):
 
 def test_create_errors(wf, fleet, tech, outsider):
     assert api(tech).post("/api/workflows/tickets/", {"type": "nope", "title": "x"}, format="json").status_code == 400
-    response = api(tech).post("/api/workflows/tickets/", {"type": "repair", "title": "x",
-                                                          "inputs": {"accelerator": "NOPE"}}, format="json")
+    response = api(tech).post(
+        "/api/workflows/tickets/", {"type": "repair", "title": "x", "inputs": {"accelerator": "NOPE"}}, format="json"
+    )
     assert response.status_code == 400 and "accelerator" in response.json()["error"]["fields"]
-    assert api(outsider).post("/api/workflows/tickets/", {"type": "incident", "title": "x"},
-                              format="json").status_code == 403
+    assert (
+        api(outsider).post("/api/workflows/tickets/", {"type": "incident", "title": "x"}, format="json").status_code
+        == 403
+    )
 
 
 def test_approvals_comments_pause_resume_cancel(wf, fleet, tech, approvers, lead):
     client = api(tech)
-    created = client.post("/api/workflows/tickets/", {
-        "type": "decommission", "title": "retire", "inputs": {"node": fleet.node.hostname},
-        "change_plan": "drain, wipe, unrack", "rollback_plan": "resume"}, format="json").json()
+    created = client.post(
+        "/api/workflows/tickets/",
+        {
+            "type": "decommission",
+            "title": "retire",
+            "inputs": {"node": fleet.node.hostname},
+            "change_plan": "drain, wipe, unrack",
+            "rollback_plan": "resume",
+        },
+        format="json",
+    ).json()
     base = f"/api/workflows/tickets/{created['id']}"
     assert client.post(f"{base}/transitions/submit/", {}, format="json").json()["state"] == "awaiting_approval"
     own = client.post(f"{base}/approve/", {"decision": "approved"}, format="json")
@@ -129,7 +151,9 @@ def test_types_and_schema(lead):
     assert {"repair", "decommission", "incident"} <= set(types)
     confirm = next(t for t in types["repair"]["transitions"] if t["name"] == "confirm_swap")
     assert confirm["permission"] == "workflows.repair_swap" and [f["name"] for f in confirm["fields"]][:2] == [
-        "old_serial", "new_serial"]
+        "old_serial",
+        "new_serial",
+    ]
     assert client.get("/api/workflows/types/repair/").json()["prefix"] == "REP"
     schema = client.get("/api/schema/?format=json").json()
     assert "/api/workflows/tickets/{id}/transitions/{name}/" in schema["paths"]
@@ -139,8 +163,7 @@ def test_types_and_schema(lead):
 def test_ticket_ids_of_others_are_404(wf, fleet, outsider):
     ticket = open_by_hook(wf, fleet)
     client = api(outsider)
-    assert client.post(f"/api/workflows/tickets/{ticket.pk}/comments/", {"body": "x"},
-                       format="json").status_code == 404
+    assert client.post(f"/api/workflows/tickets/{ticket.pk}/comments/", {"body": "x"}, format="json").status_code == 404
     assert ticket_fresh(ticket).timeline.filter(kind="comment").count() == 0
     assert Ticket.objects.count() == 1
 

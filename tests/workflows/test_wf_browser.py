@@ -13,8 +13,15 @@ from cmdb import models as m
 from tests.factories.cmdb import UserFactory
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -66,7 +73,8 @@ def test_repair_ticket_in_the_browser(browser, live_server, eager, scheduler, no
 
     # The node's agent reports the reseated card healthy; the waker re-runs the verify step (what beat does).
     m.Accelerator.objects.filter(pk=fleet.failed.pk).update(
-        health="ok", last_seen_at=timezone.now() + dt.timedelta(seconds=1))
+        health="ok", last_seen_at=timezone.now() + dt.timedelta(seconds=1)
+    )
     from workflows.models import StepRun
 
     StepRun.objects.filter(status="waiting").update(wake_at=timezone.now())

@@ -46,8 +46,9 @@ class Cabled:
         for rail, leaf in enumerate(self.leaves):
             mac = self.macs[1 - rail if crossed else rail]
             neighbour = LldpNeighbor("Ethernet1/1", HOST_CHASSIS, mac, "sh9-h100-0001")
-            out[leaf.mgmt_ip] = SwitchSnapshot(system=empty_snapshot(leaf.name).system, ports=(),
-                                               lldp_neighbors=(neighbour,))
+            out[leaf.mgmt_ip] = SwitchSnapshot(
+                system=empty_snapshot(leaf.name).system, ports=(), lldp_neighbors=(neighbour,)
+            )
         return out
 
     def switches_see(self, *, crossed: bool) -> None:
@@ -59,12 +60,20 @@ def cabled(fleet, monkeypatch) -> Cabled:
     """A rail-optimised RoCE fabric at the fleet's site: the fleet's node has two NICs planned on port Ethernet1/1
     of their rail's leaf; both leaves are polled over SNMP (a fake poller) and see the two cables crossed."""
     vendor, _ = m.Vendor.objects.get_or_create(slug="arista", defaults={"name": "Arista"})
-    fabric = m.Fabric.objects.create(name="sh9-roce", kind="roce", purpose="compute", site=fleet.site,
-                                     is_rail_optimized=True, rail_count=2)
+    fabric = m.Fabric.objects.create(
+        name="sh9-roce", kind="roce", purpose="compute", site=fleet.site, is_rail_optimized=True, rail_count=2
+    )
     leaves, macs = [], []
     for rail in range(2):
-        leaf = m.Switch.objects.create(name=f"sh9-leaf{rail}", vendor=vendor, site=fleet.site, fabric=fabric,
-                                       rail=rail, mgmt_ip=f"10.9.0.{rail + 1}", snmp_credential_ref="sh9-snmp")
+        leaf = m.Switch.objects.create(
+            name=f"sh9-leaf{rail}",
+            vendor=vendor,
+            site=fleet.site,
+            fabric=fabric,
+            rail=rail,
+            mgmt_ip=f"10.9.0.{rail + 1}",
+            snmp_credential_ref="sh9-snmp",
+        )
         port = m.SwitchPort.objects.create(switch=leaf, name="Ethernet1/1")
         nic = m.Nic.objects.create(node=fleet.node, name=f"mlx5_{rail}", kind="roce", rail=rail)
         nic_port = m.NicPort.objects.create(nic=nic, name="1", mac=f"b8:3f:d2:00:09:0{rail}")
@@ -145,8 +154,9 @@ def test_without_snmp_the_latest_observations_stand_until_a_timeout_then_reverif
 
     # Someone else's poll (the beat task) sees the cables right now.
     for leaf in cabled.leaves:
-        services.switch_snapshot_apply(switch=leaf, snapshot=cabled.snapshots(crossed=False)[leaf.mgmt_ip],
-                                       run=PollRun.objects.create(switch=leaf))
+        services.switch_snapshot_apply(
+            switch=leaf, snapshot=cabled.snapshots(crossed=False)[leaf.mgmt_ip], run=PollRun.objects.create(switch=leaf)
+        )
     ticket = take(wf, ticket, "reverify", lead)
     assert ticket.state == "done"
     assert wf.scheduler.calls["resume"] == 0 and _node(fleet).status == "active"  # nothing was drained
@@ -192,8 +202,9 @@ def test_one_open_ticket_per_fault_and_per_port(wf, cabled, fleet, lead):
     assert (again.created, again.ticket_id) == (False, ticket.pk)
 
     def by_hand(ports: str, fabric: str = "sh9-roce") -> Ticket:
-        return wf.run(ticket_create, type_="cabling", title="by hand", requester=lead,
-                      inputs={"fabric": fabric, "ports": ports})
+        return wf.run(
+            ticket_create, type_="cabling", title="by hand", requester=lead, inputs={"fabric": fabric, "ports": ports}
+        )
 
     with pytest.raises(GuardError, match=f"{ticket.reference} is already open"):
         by_hand(" ".join(reversed(PORTS)))  # the same fault, spelled in another order
@@ -229,31 +240,47 @@ def test_a_cable_on_another_fabrics_switch_gets_its_ticket_and_verifies(wf, cabl
     cabled.poller.responses = crossed
     services.switches_poll_all(switches=cabled.leaves)
     host_row = ObservedLink.objects.create(
-        source=ObservationSource.HOST_LLDP, node=fleet.node, nic_port=rail0, local_device=fleet.node.hostname,
-        local_port="ens1f0", remote_chassis_id="0e:00:00:00:0b:01", remote_port="Ethernet1/1",
-        remote_system=b_leaf.name, switch=b_leaf, switch_port=b_port)
+        source=ObservationSource.HOST_LLDP,
+        node=fleet.node,
+        nic_port=rail0,
+        local_device=fleet.node.hostname,
+        local_port="ens1f0",
+        remote_chassis_id="0e:00:00:00:0b:01",
+        remote_port="Ethernet1/1",
+        remote_system=b_leaf.name,
+        switch=b_leaf,
+        switch_port=b_port,
+    )
 
     (result,) = wf.run(cabling_tickets_open, cabled.fabric, requester=lead)
     assert result.created and result.fault.kind == "moved" and not result.skipped
     ticket = Ticket.objects.get(pk=result.ticket_id)
     assert ticket.data["ports"] == ["sh9-leaf0:Ethernet1/1", "sh9-st-leaf0:Ethernet1/1"]
     assert ticket.data["node_ids"] == [fleet.node.pk]
-    assert set(ticket.links.filter(role=LinkRole.SUBJECT, switch__isnull=False)
-               .values_list("switch__name", flat=True)) == {"sh9-leaf0", "sh9-st-leaf0"}
+    assert set(
+        ticket.links.filter(role=LinkRole.SUBJECT, switch__isnull=False).values_list("switch__name", flat=True)
+    ) == {"sh9-leaf0", "sh9-st-leaf0"}
 
     # The storage fabric's own report sees that cable too (unexpected on its leaf): the same job, no second ticket.
     from integrations.switches.cabling import Endpoint, Finding, FindingKind
 
-    seen_from_b = [Finding(kind=FindingKind.UNEXPECTED, switch=b_leaf.name, port="Ethernet1/1",
-                           found=Endpoint(device=fleet.node.hostname, port="ens1f0/1"))]
+    seen_from_b = [
+        Finding(
+            kind=FindingKind.UNEXPECTED,
+            switch=b_leaf.name,
+            port="Ethernet1/1",
+            found=Endpoint(device=fleet.node.hostname, port="ens1f0/1"),
+        )
+    ]
     (from_b,) = wf.run(cabling_tickets_open, other, requester=lead, findings=seen_from_b)
     assert not from_b.created and from_b.ticket_id == ticket.pk
     assert Ticket.objects.filter(type="cabling", is_open=True).count() == 1
 
     # The technician moves the cable; the switch and the host's next report see it on its planned port.
     cabled.switches_see(crossed=False)
-    ObservedLink.objects.filter(pk=host_row.pk).update(switch=leaf0, switch_port=leaf0.ports.get(),
-                                                       remote_system=leaf0.name)
+    ObservedLink.objects.filter(pk=host_row.pk).update(
+        switch=leaf0, switch_port=leaf0.ports.get(), remote_system=leaf0.name
+    )
     ticket = take(wf, ticket, "start_live", lead, note="spare rail")
     ticket = take(wf, ticket, "confirm_recabled", lead)
     assert ticket.state == "done", ticket.timeline.values_list("message", flat=True)
@@ -264,13 +291,16 @@ def test_a_cable_on_another_fabrics_switch_gets_its_ticket_and_verifies(wf, cabl
 
 @pytest.mark.parametrize(("status", "cordoned"), [("failed", False), ("racked", False), ("active", True)])
 def test_a_node_not_in_service_is_neither_drained_nor_resumed(wf, cabled, fleet, lead, status, cordoned):
-    m.Node.objects.filter(pk=fleet.node.pk).update(status=status, is_cordoned=cordoned,
-                                                   cordon_reason="bad PSU" if cordoned else "")
+    m.Node.objects.filter(pk=fleet.node.pk).update(
+        status=status, is_cordoned=cordoned, cordon_reason="bad PSU" if cordoned else ""
+    )
     ticket = _open(wf, cabled, lead)
     ticket = take(wf, ticket, "start_drain", lead)
     assert ticket.state == "recabling" and wf.scheduler.calls["drain"] == 0
-    assert "not in service, left alone: sh9-h100-0001" in ticket.timeline.filter(
-        message__contains="left alone").get().message
+    assert (
+        "not in service, left alone: sh9-h100-0001"
+        in ticket.timeline.filter(message__contains="left alone").get().message
+    )
     ticket = take(wf, ticket, "cancel", lead, cancel_reason="x")
     node = _node(fleet)
     assert (node.status, node.is_cordoned) == (status, cordoned) and wf.scheduler.calls["resume"] == 0
@@ -325,8 +355,13 @@ def test_a_node_a_provisioning_or_a_node_lock_holds_stays_drained(wf, cabled, fl
 
 def test_two_cabling_tickets_on_one_node_keep_it_drained_until_both_are_done(wf, cabled, fleet, lead):
     def by_hand(port: str) -> Ticket:
-        return wf.run(ticket_create, type_="cabling", title=port, requester=lead,
-                      inputs={"fabric": cabled.fabric.name, "ports": port})
+        return wf.run(
+            ticket_create,
+            type_="cabling",
+            title=port,
+            requester=lead,
+            inputs={"fabric": cabled.fabric.name, "ports": port},
+        )
 
     first = take(wf, by_hand(PORTS[0]), "start_drain", lead)
     # The node is drained already: the second ticket drains it in the scheduler again, and both hold it.
@@ -346,8 +381,13 @@ def test_all_nodes_are_asked_to_drain_before_waiting_for_any(wf, cabled, fleet, 
     nic_port = m.NicPort.objects.create(nic=nic, name="1", mac="b8:3f:d2:00:09:10")
     port = m.SwitchPort.objects.create(switch=cabled.leaves[0], name="Ethernet1/2")
     m.Link.objects.create(fabric=cabled.fabric, a_nic_port=nic_port, b_switch_port=port)
-    ticket = wf.run(ticket_create, type_="cabling", title="two nodes", requester=lead,
-                    inputs={"fabric": cabled.fabric.name, "ports": "sh9-leaf0:Ethernet1/1 sh9-leaf0:Ethernet1/2"})
+    ticket = wf.run(
+        ticket_create,
+        type_="cabling",
+        title="two nodes",
+        requester=lead,
+        inputs={"fabric": cabled.fabric.name, "ports": "sh9-leaf0:Ethernet1/1 sh9-leaf0:Ethernet1/2"},
+    )
     assert ticket.data["node_ids"] == sorted([fleet.node.pk, other.pk])
     wf.scheduler._node(scheduler_node(fleet.node)).running = 3
 
@@ -391,13 +431,18 @@ def test_transition_reaches_its_target(name, cabled, lead, django_capture_on_com
     t = wf.transition(name)
     preset, inputs = CASES[name]
     with django_capture_on_commit_callbacks(execute=False):  # steps are not run here, only the graph
-        ticket = ticket_create(type_="cabling", title="case", requester=lead,
-                               inputs={"fabric": cabled.fabric.name, "ports": " ".join(PORTS)})
+        ticket = ticket_create(
+            type_="cabling",
+            title="case",
+            requester=lead,
+            inputs={"fabric": cabled.fabric.name, "ports": " ".join(PORTS)},
+        )
         source = sorted(t.sources)[0]
         Ticket.objects.filter(pk=ticket.pk).update(state=source, data={**ticket.data, **preset})
         ticket.refresh_from_db()
-        result = transition_apply(ticket=ticket, name=name, actor=None if t.is_system else lead, data=inputs,
-                                  system=t.is_system)
+        result = transition_apply(
+            ticket=ticket, name=name, actor=None if t.is_system else lead, data=inputs, system=t.is_system
+        )
     assert result.ticket.state == t.target
     assert [r.step for r in result.runs] == ([t.step] if t.step else [])
     assert result.ticket.is_open == (t.target not in wf.terminal)

@@ -23,11 +23,23 @@ ROLLBACK = "Before wipe: re-add to the cluster and resume. After wipe: reprovisi
 
 
 def open_decommission(wf, fleet, requester, *, plans: bool = True) -> Ticket:
-    ticket = wf.run(ticket_create, type_="decommission", title=f"Decommission {fleet.node}", requester=requester,
-                    inputs={"node": fleet.node.hostname}, priority="normal")
+    ticket = wf.run(
+        ticket_create,
+        type_="decommission",
+        title=f"Decommission {fleet.node}",
+        requester=requester,
+        inputs={"node": fleet.node.hostname},
+        priority="normal",
+    )
     if plans:
-        ticket_plans_update(ticket=ticket, actor=requester, title=ticket.title, description="end of life",
-                            change_plan=PLAN, rollback_plan=ROLLBACK)
+        ticket_plans_update(
+            ticket=ticket,
+            actor=requester,
+            title=ticket.title,
+            description="end of life",
+            change_plan=PLAN,
+            rollback_plan=ROLLBACK,
+        )
     return ticket_fresh(ticket)
 
 
@@ -40,11 +52,14 @@ def test_decommission_end_to_end_cards_to_stock(wf, fleet, tech, approvers):
     assert ticket.state == "draft" and ticket.site_id == fleet.site.pk and ticket.cluster_id == fleet.cluster.pk
     with pytest.raises(GuardError) as err:
         take(wf, ticket, "submit", tech)
-    assert err.value.errors == ["Write the change plan before submitting.",
-                                "Write the rollback plan before submitting."]
+    assert err.value.errors == [
+        "Write the change plan before submitting.",
+        "Write the rollback plan before submitting.",
+    ]
 
-    ticket_plans_update(ticket=ticket, actor=tech, title=ticket.title, description="", change_plan=PLAN,
-                        rollback_plan=ROLLBACK)
+    ticket_plans_update(
+        ticket=ticket, actor=tech, title=ticket.title, description="", change_plan=PLAN, rollback_plan=ROLLBACK
+    )
     ticket = take(wf, ticket, "submit", tech)
     assert ticket.state == "awaiting_approval" and ticket.approval_round == 1
     with pytest.raises(NotAllowedError, match="cannot be edited"):
@@ -60,8 +75,13 @@ def test_decommission_end_to_end_cards_to_stock(wf, fleet, tech, approvers):
     # What the approver saw is kept with the approval: plans, objects, the planned diff.
     snapshot = Approval.objects.get(approver=approvers[0]).snapshot
     assert snapshot["change_plan"] == PLAN and snapshot["rollback_plan"] == ROLLBACK
-    assert {"obj": "sh9-h100-0001", "field": "status", "before": "active", "after": "decommissioned",
-            "url": f"/admin/cmdb/node/{fleet.node.pk}/change/"} in snapshot["planned_changes"]
+    assert {
+        "obj": "sh9-h100-0001",
+        "field": "status",
+        "before": "active",
+        "after": "decommissioned",
+        "url": f"/admin/cmdb/node/{fleet.node.pk}/change/",
+    } in snapshot["planned_changes"]
     assert any(o["repr"] == "sh9-h100-0001" for o in snapshot["objects"])
 
     approve(wf, ticket, approvers[1])
@@ -94,8 +114,9 @@ def test_decommission_scrap_cards(wf, fleet, tech, approvers):
     take(wf, ticket, "confirm_wipe", tech, wipe_method="destroy", wipe_evidence="shredder receipt 77")
     ticket = take(wf, ticket, "confirm_unrack", tech, card_disposition="scrap")
     assert ticket.state == "closed"
-    assert set(m.Accelerator.objects.filter(pk__in=[c.pk for c in fleet.cards])
-               .values_list("lifecycle", flat=True)) == {"scrapped"}
+    assert set(
+        m.Accelerator.objects.filter(pk__in=[c.pk for c in fleet.cards]).values_list("lifecycle", flat=True)
+    ) == {"scrapped"}
 
 
 def test_rejection_needs_a_reason_and_resets_the_round(wf, fleet, tech, approvers):

@@ -31,8 +31,11 @@ pytestmark = pytest.mark.django_db
 
 def node_status_records(node: m.Node, status: str) -> int:
     ct = ContentType.objects.get_for_model(m.Node)
-    return sum(1 for r in m.ChangeRecord.objects.filter(content_type=ct, object_id=node.pk)
-               if r.changes.get("status", [None, None])[1] == status)
+    return sum(
+        1
+        for r in m.ChangeRecord.objects.filter(content_type=ct, object_id=node.pk)
+        if r.changes.get("status", [None, None])[1] == status
+    )
 
 
 def test_transient_error_twice_then_success_performs_side_effects_once(wf, fleet, groups):
@@ -58,8 +61,11 @@ def test_transient_error_after_effects_does_not_repeat_them(wf, fleet, groups):
     assert node_status_records(fleet.node, "draining") == 1
     assert node_status_records(fleet.node, "maintenance") == 1
     ct = ContentType.objects.get_for_model(m.Node)
-    cordons = [r for r in m.ChangeRecord.objects.filter(content_type=ct, object_id=fleet.node.pk)
-               if r.action == "update" and "is_cordoned" in r.changes]
+    cordons = [
+        r
+        for r in m.ChangeRecord.objects.filter(content_type=ct, object_id=fleet.node.pk)
+        if r.action == "update" and "is_cordoned" in r.changes
+    ]
     assert len(cordons) == 1
     lines = list(StepRun.objects.get(ticket=ticket, step="drain").log_lines.values_list("message", flat=True))
     assert sum("already done, not repeated" in line for line in lines) == 4  # 2 effects x 2 retries
@@ -91,8 +97,9 @@ def test_redelivered_task_is_a_no_op(wf, fleet, groups):
     assert wf.scheduler.attempts["drain"] == 1
 
 
-def test_step_run_id_is_the_celery_task_id_and_args_are_json(wf, fleet, lead, settings,
-                                                              django_capture_on_commit_callbacks, monkeypatch):
+def test_step_run_id_is_the_celery_task_id_and_args_are_json(
+    wf, fleet, lead, settings, django_capture_on_commit_callbacks, monkeypatch
+):
     settings.GPUOPS_WORKFLOWS = {"REPAIR_AUTO_START": False}
     published = []
     monkeypatch.setattr(step_run_task, "apply_async", lambda args, task_id, **kw: published.append((args, task_id)))
@@ -104,8 +111,9 @@ def test_step_run_id_is_the_celery_task_id_and_args_are_json(wf, fleet, lead, se
     assert json.loads(json.dumps(published[0][0])) == [str(run.pk)]
 
 
-def test_no_task_is_published_when_the_transaction_rolls_back(wf, fleet, lead, settings,
-                                                               django_capture_on_commit_callbacks):
+def test_no_task_is_published_when_the_transaction_rolls_back(
+    wf, fleet, lead, settings, django_capture_on_commit_callbacks
+):
     settings.GPUOPS_WORKFLOWS = {"REPAIR_AUTO_START": False}
     ticket = open_by_hook(wf, fleet)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
@@ -116,8 +124,9 @@ def test_no_task_is_published_when_the_transaction_rolls_back(wf, fleet, lead, s
     assert wf.scheduler.attempts["drain"] == 0
 
 
-def test_worker_lost_mid_step_is_reaped_and_resumed_without_repeating_effects(wf, fleet, lead, settings,
-                                                                              django_capture_on_commit_callbacks):
+def test_worker_lost_mid_step_is_reaped_and_resumed_without_repeating_effects(
+    wf, fleet, lead, settings, django_capture_on_commit_callbacks
+):
     settings.GPUOPS_WORKFLOWS = {"REPAIR_AUTO_START": False}
     ticket = open_by_hook(wf, fleet)
     with django_capture_on_commit_callbacks(execute=False):
@@ -126,8 +135,14 @@ def test_worker_lost_mid_step_is_reaped_and_resumed_without_repeating_effects(wf
     # A worker claimed it, performed the scheduler drain, and died (SIGKILL) before finishing.
     long_ago = timezone.now() - dt.timedelta(hours=1)
     StepRun.objects.filter(pk=run.pk).update(status=StepStatus.RUNNING, attempts=1, started_at=long_ago)
-    StepEffect.objects.create(key=f"{run.effect_prefix}:scheduler_drain", ticket=ticket, run=run,
-                              name="scheduler_drain", result=None, at=long_ago)
+    StepEffect.objects.create(
+        key=f"{run.effect_prefix}:scheduler_drain",
+        ticket=ticket,
+        run=run,
+        name="scheduler_drain",
+        result=None,
+        at=long_ago,
+    )
     from integrations.schedulers import SchedulerNode
 
     wf.scheduler.drain(SchedulerNode(name=fleet.node.hostname), reason="REP-1: before the crash")
@@ -151,8 +166,9 @@ def test_reaper_fails_a_lost_run_without_attempts_left(wf, fleet, lead, settings
     with django_capture_on_commit_callbacks(execute=False):
         transition_apply(ticket=ticket, name="start", actor=lead)
     run = StepRun.objects.get(ticket=ticket, step="drain")
-    StepRun.objects.filter(pk=run.pk).update(status=StepStatus.RUNNING, attempts=run.max_attempts,
-                                             started_at=timezone.now() - dt.timedelta(hours=2))
+    StepRun.objects.filter(pk=run.pk).update(
+        status=StepStatus.RUNNING, attempts=run.max_attempts, started_at=timezone.now() - dt.timedelta(hours=2)
+    )
     wf.run(runs_reap_stuck)
     run.refresh_from_db()
     assert run.status == StepStatus.FAILED and "worker lost" in run.error
@@ -164,14 +180,16 @@ def test_reaper_leaves_a_run_within_its_time_limit(wf, fleet, lead, settings, dj
     with django_capture_on_commit_callbacks(execute=False):
         transition_apply(ticket=ticket, name="start", actor=lead)
     run = StepRun.objects.get(ticket=ticket, step="drain")
-    StepRun.objects.filter(pk=run.pk).update(status=StepStatus.RUNNING, attempts=1,
-                                             started_at=timezone.now() - dt.timedelta(seconds=30))
+    StepRun.objects.filter(pk=run.pk).update(
+        status=StepStatus.RUNNING, attempts=1, started_at=timezone.now() - dt.timedelta(seconds=30)
+    )
     assert wf.run(runs_reap_stuck) == 0
     assert StepRun.objects.get(pk=run.pk).status == StepStatus.RUNNING
 
 
-def test_pause_holds_queued_steps_and_resume_runs_them(wf, fleet, lead, tech, settings,
-                                                       django_capture_on_commit_callbacks):
+def test_pause_holds_queued_steps_and_resume_runs_them(
+    wf, fleet, lead, tech, settings, django_capture_on_commit_callbacks
+):
     settings.GPUOPS_WORKFLOWS = {"REPAIR_AUTO_START": False}
     ticket = open_by_hook(wf, fleet)
     with django_capture_on_commit_callbacks(execute=False) as queued:
@@ -230,8 +248,9 @@ def test_permissions_and_states_are_enforced(wf, fleet, tech, outsider, lead, se
 def test_idempotency_key_replays_the_first_result(wf, fleet, tech):
     ticket = open_by_hook(wf, fleet)
     first = wf.run(transition_apply, ticket=ticket, name="diagnose_reseat", actor=tech, idempotency_key="k-1")
-    again = wf.run(transition_apply, ticket=ticket_fresh(ticket), name="diagnose_reseat", actor=tech,
-                   idempotency_key="k-1")
+    again = wf.run(
+        transition_apply, ticket=ticket_fresh(ticket), name="diagnose_reseat", actor=tech, idempotency_key="k-1"
+    )
     assert again.replayed and again.log.pk == first.log.pk
     assert TransitionLog.objects.filter(ticket=ticket, name="diagnose_reseat").count() == 1
 
@@ -257,7 +276,12 @@ def test_registry_rejects_an_unsound_graph():
         Z = "z", "Z"
 
     broken = Workflow(
-        type="broken", label="Broken", prefix="BRK", states=States, initial="a", terminal=frozenset({"z"}),
+        type="broken",
+        label="Broken",
+        prefix="BRK",
+        states=States,
+        initial="a",
+        terminal=frozenset({"z"}),
         transitions=(
             Transition("go", "Go", frozenset({"a"}), "b", "broken_go", step="missing"),
             Transition("go", "Go again", frozenset({"b"}), "nowhere", "broken_go"),
@@ -267,9 +291,14 @@ def test_registry_rejects_an_unsound_graph():
     with pytest.raises(WorkflowDefinitionError) as err:
         register(broken)
     text = str(err.value)
-    for problem in ("step 'missing' is not declared", "transition 'go' is declared twice",
-                    "target 'nowhere' is not a state", "leaves terminal state", "state 'c' cannot be reached",
-                    "state 'c' has no way out"):
+    for problem in (
+        "step 'missing' is not declared",
+        "transition 'go' is declared twice",
+        "target 'nowhere' is not a state",
+        "leaves terminal state",
+        "state 'c' cannot be reached",
+        "state 'c' has no way out",
+    ):
         assert problem in text
 
 
@@ -280,11 +309,16 @@ def test_starting_on_create_needs_the_start_permission(wf, fleet, groups):
     from workflows.engine import ticket_create
 
     clerk = UserFactory(username="clerk")
-    clerk.user_permissions.add(*Permission.objects.filter(codename__in=[
-        "add_ticket", "view_accelerator", "change_accelerator", "view_node", "change_node"]))
+    clerk.user_permissions.add(
+        *Permission.objects.filter(
+            codename__in=["add_ticket", "view_accelerator", "change_accelerator", "view_node", "change_node"]
+        )
+    )
     with pytest.raises(ForbiddenError, match=r"workflows\.repair_start"):
-        ticket_create(type_="repair", title="x", requester=clerk, inputs={"accelerator": fleet.failed.serial},
-                      start=True)
-    ticket = wf.run(ticket_create, type_="repair", title="x", requester=clerk,
-                    inputs={"accelerator": fleet.failed.serial})
+        ticket_create(
+            type_="repair", title="x", requester=clerk, inputs={"accelerator": fleet.failed.serial}, start=True
+        )
+    ticket = wf.run(
+        ticket_create, type_="repair", title="x", requester=clerk, inputs={"accelerator": fleet.failed.serial}
+    )
     assert ticket.state == "new" and wf.scheduler.attempts["drain"] == 0

@@ -17,7 +17,8 @@ DOCS = Path(settings.BASE_DIR) / "docs" / "workflows"
 @pytest.mark.parametrize("type_", ["repair", "decommission", "incident", "cabling"])
 def test_committed_diagram_is_current(type_):
     assert (DOCS / f"{type_}.md").read_text() == workflow_markdown(workflow(type_)), (
-        "run: python manage.py workflows_graph")
+        "run: python manage.py workflows_graph"
+    )
 
 
 def test_mermaid_marks_people_system_and_steps():

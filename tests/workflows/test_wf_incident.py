@@ -13,8 +13,15 @@ pytestmark = pytest.mark.django_db
 
 
 def test_incident_lifecycle(wf, fleet, tech, lead):
-    ticket = wf.run(ticket_create, type_="incident", title="IB port flapping on leaf 3", requester=tech,
-                    inputs={"node": fleet.node.hostname}, priority="high", description="sm logs show flaps")
+    ticket = wf.run(
+        ticket_create,
+        type_="incident",
+        title="IB port flapping on leaf 3",
+        requester=tech,
+        inputs={"node": fleet.node.hostname},
+        priority="high",
+        description="sm logs show flaps",
+    )
     assert ticket.state == "open" and ticket.reference == f"INC-{ticket.pk}"
     assert ticket.due_at is not None and ticket.links.filter(node=fleet.node).exists()
     ticket = take(wf, ticket, "start_work", lead)

@@ -63,8 +63,15 @@ def test_repair_replace_happy_path(wf, fleet, tech, lead):
     assert node.status == "active" and not node.is_cordoned
     assert wf.scheduler.calls["resume"] == 1
 
-    ticket = take(wf, ticket, "record_rma_shipment", tech, rma_vendor="NVIDIA", rma_number="RMA-778812",
-                  rma_tracking="1Z999AA10123456784")
+    ticket = take(
+        wf,
+        ticket,
+        "record_rma_shipment",
+        tech,
+        rma_vendor="NVIDIA",
+        rma_number="RMA-778812",
+        rma_tracking="1Z999AA10123456784",
+    )
     assert ticket.state == "awaiting_replacement"
     with pytest.raises(GuardError, match="already in the CMDB"):
         take(wf, ticket, "receive_replacement", tech, replacement_serial="1654SH900000")
@@ -74,8 +81,9 @@ def test_repair_replace_happy_path(wf, fleet, tech, lead):
     replacement = m.Accelerator.objects.get(serial="1654RMA00001")
     assert replacement.lifecycle == "in_stock" and replacement.stock_location_id == fleet.warehouse.pk
     assert replacement.model_id == fleet.model.pk
-    kinds = list(m.StockMovement.objects.filter(ticket_ref=f"ticket:{ticket.pk}").order_by("id")
-                 .values_list("kind", flat=True))
+    kinds = list(
+        m.StockMovement.objects.filter(ticket_ref=f"ticket:{ticket.pk}").order_by("id").values_list("kind", flat=True)
+    )
     assert kinds == ["reserve", "rma_out", "issue", "rma_back"]
 
     # Every CMDB change the workflow made carries the ticket's correlation id and the source "workflow".
@@ -85,8 +93,9 @@ def test_repair_replace_happy_path(wf, fleet, tech, lead):
     changed = {(r.object_repr, tuple(sorted(r.changes))) for r in records}
     assert ("sh9-h100-0001", ("status",)) in changed
     assert any(r.object_repr == "1654RMA00001" and r.action == "create" for r in records)
-    assert set(m.StockMovement.objects.filter(ticket_ref=f"ticket:{ticket.pk}")
-               .values_list("correlation_id", flat=True)) == {ticket.correlation_id}
+    assert set(
+        m.StockMovement.objects.filter(ticket_ref=f"ticket:{ticket.pk}").values_list("correlation_id", flat=True)
+    ) == {ticket.correlation_id}
     # The ticket's step runs all succeeded, each once.
     assert set(StepRun.objects.filter(ticket=ticket).values_list("status", flat=True)) == {"succeeded"}
     assert "opened" in wf.notifier.events()
@@ -200,8 +209,17 @@ def test_hand_opened_repair_is_refused_for_a_card_with_an_open_ticket(wf, fleet,
 def test_two_failed_cards_in_one_node_resume_only_after_both(wf, fleet, tech):
     second_card = fleet.cards[5]
     first = open_by_hook(wf, fleet)
-    wf.run(accelerator_failed, AcceleratorFailure(accelerator_id=second_card.pk, node_id=fleet.node.pk,
-                                                  health_event_id=None, kind="xid", code="48", message="DBE"))
+    wf.run(
+        accelerator_failed,
+        AcceleratorFailure(
+            accelerator_id=second_card.pk,
+            node_id=fleet.node.pk,
+            health_event_id=None,
+            kind="xid",
+            code="48",
+            message="DBE",
+        ),
+    )
     second = Ticket.objects.get(dedup_key=f"repair:accelerator:{second_card.pk}")
     take(wf, first, "diagnose_false_alarm", tech, note="XID from a test job")
     assert ticket_fresh(first).state == "closed"

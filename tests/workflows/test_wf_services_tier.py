@@ -42,8 +42,16 @@ def test_repair_through_a_real_worker(celery_worker_process, fleet, groups, sett
     grant_scope(scope_obj=fleet.node.site, perms=["change_scope"], users=[tech])
     spare = fleet.spare("SPARE-SVC-1")
 
-    accelerator_failed(AcceleratorFailure(accelerator_id=fleet.failed.pk, node_id=fleet.node.pk,
-                                          health_event_id=None, kind="xid", code="79", message="fell off the bus"))
+    accelerator_failed(
+        AcceleratorFailure(
+            accelerator_id=fleet.failed.pk,
+            node_id=fleet.node.pk,
+            health_event_id=None,
+            kind="xid",
+            code="79",
+            message="fell off the bus",
+        )
+    )
     ticket = Ticket.objects.get(type="repair", is_open=True)
     assert _state_becomes(ticket, "diagnosing"), _worker_log(tmp_path)
     node = m.Node.objects.get(pk=fleet.node.pk)
@@ -52,12 +60,12 @@ def test_repair_through_a_real_worker(celery_worker_process, fleet, groups, sett
     _take(ticket, "diagnose_replace", tech)
     assert _state_becomes(ticket, "awaiting_swap"), _worker_log(tmp_path)
     _take(ticket, "confirm_swap", tech, old_serial=fleet.failed.serial, new_serial="SPARE-SVC-1")
-    assert wait_until(lambda: StepRun.objects.filter(ticket=ticket, step="verify",
-                                                     status=StepStatus.WAITING).exists()), _worker_log(tmp_path)
+    assert wait_until(
+        lambda: StepRun.objects.filter(ticket=ticket, step="verify", status=StepStatus.WAITING).exists()
+    ), _worker_log(tmp_path)
 
     # The agent reports the new card healthy; ingestion wakes the waiting verification at once.
-    m.Accelerator.objects.filter(pk=spare.pk).update(health="ok",
-                                                     last_seen_at=timezone.now() + dt.timedelta(seconds=1))
+    m.Accelerator.objects.filter(pk=spare.pk).update(health="ok", last_seen_at=timezone.now() + dt.timedelta(seconds=1))
     report_received.send(sender=m.Node, node=m.Node.objects.get(pk=fleet.node.pk), status="unchanged")
     assert _state_becomes(ticket, "awaiting_rma_shipment"), _worker_log(tmp_path)
 

@@ -64,10 +64,14 @@ def test_every_declared_transition_has_a_case():
 
 
 def _ticket(type_: str, fleet, lead) -> Ticket:
-    inputs = {"repair": {"accelerator": fleet.failed.serial}, "decommission": {"node": fleet.node.hostname},
-              "incident": {}}[type_]
-    return ticket_create(type_=type_, title=f"{type_} case", requester=lead, inputs=inputs,
-                           change_plan="plan", rollback_plan="rollback")
+    inputs = {
+        "repair": {"accelerator": fleet.failed.serial},
+        "decommission": {"node": fleet.node.hostname},
+        "incident": {},
+    }[type_]
+    return ticket_create(
+        type_=type_, title=f"{type_} case", requester=lead, inputs=inputs, change_plan="plan", rollback_plan="rollback"
+    )
 
 
 @pytest.mark.django_db
@@ -83,8 +87,9 @@ def test_transition_reaches_its_target(type_, name, fleet, lead, django_capture_
             preset = {**preset, "reservation_id": fleet.reservation_for(ticket).pk}
         Ticket.objects.filter(pk=ticket.pk).update(state=source, data={**ticket.data, **preset})
         ticket.refresh_from_db()
-        result = transition_apply(ticket=ticket, name=name, actor=None if t.is_system else lead, data=inputs,
-                                  system=t.is_system)
+        result = transition_apply(
+            ticket=ticket, name=name, actor=None if t.is_system else lead, data=inputs, system=t.is_system
+        )
     assert result.ticket.state == t.target
     assert result.log.source == source and result.log.target == t.target
     assert [r.step for r in result.runs] == ([t.step] if t.step else [])

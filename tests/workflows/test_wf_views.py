@@ -133,8 +133,10 @@ def test_create_repair_by_hand(client, wf, fleet, tech):
     client.force_login(tech)
     assert "Failed card (serial)" in client.get("/tickets/new/repair/").content.decode()
     with wf.committing():
-        response = client.post("/tickets/new/repair/", {
-            "title": "GPU 3 throws XID 48", "accelerator": fleet.failed.serial, "priority": "high", "start": "on"})
+        response = client.post(
+            "/tickets/new/repair/",
+            {"title": "GPU 3 throws XID 48", "accelerator": fleet.failed.serial, "priority": "high", "start": "on"},
+        )
     assert response.status_code == 302
     ticket = Ticket.objects.get(type="repair")
     assert ticket.requester == tech and ticket.state == "diagnosing" and ticket.assignee_group.name == "dc-technicians"
@@ -143,10 +145,12 @@ def test_create_repair_by_hand(client, wf, fleet, tech):
 
 
 def test_approval_panel_shows_plan_and_diff_and_records_decisions(client, wf, fleet, tech, approvers):
-    ticket = wf.run(ticket_create, type_="decommission", title="retire node", requester=tech,
-                    inputs={"node": fleet.node.hostname})
-    ticket_plans_update(ticket=ticket, actor=tech, title=ticket.title, description="", change_plan="drain, wipe",
-                        rollback_plan="resume")
+    ticket = wf.run(
+        ticket_create, type_="decommission", title="retire node", requester=tech, inputs={"node": fleet.node.hostname}
+    )
+    ticket_plans_update(
+        ticket=ticket, actor=tech, title=ticket.title, description="", change_plan="drain, wipe", rollback_plan="resume"
+    )
     client.force_login(tech)
     with wf.committing():
         client.post(reverse("workflows:ticket-transition", args=[ticket.pk, "submit"]), {})

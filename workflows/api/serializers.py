@@ -36,8 +36,21 @@ class StepRunSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = StepRun
-        fields = ["id", "step", "sequence", "status", "attempts", "max_attempts", "error", "wait_key", "wake_at",
-                  "created_at", "started_at", "ended_at", "log"]
+        fields = [
+            "id",
+            "step",
+            "sequence",
+            "status",
+            "attempts",
+            "max_attempts",
+            "error",
+            "wait_key",
+            "wake_at",
+            "created_at",
+            "started_at",
+            "ended_at",
+            "log",
+        ]
 
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
     def get_log(self, run: StepRun) -> list[str]:
@@ -63,9 +76,26 @@ class TicketSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Ticket
-        fields = ["id", "reference", "type", "title", "state", "state_label", "priority", "requester", "assignee",
-                  "assignee_group", "site", "is_open", "is_paused", "due_at", "created_at", "updated_at",
-                  "closed_at", "url"]
+        fields = [
+            "id",
+            "reference",
+            "type",
+            "title",
+            "state",
+            "state_label",
+            "priority",
+            "requester",
+            "assignee",
+            "assignee_group",
+            "site",
+            "is_open",
+            "is_paused",
+            "due_at",
+            "created_at",
+            "updated_at",
+            "closed_at",
+            "url",
+        ]
 
     def get_state_label(self, ticket: Ticket) -> str:
         wf = workflow_or_none(ticket.type)
@@ -124,8 +154,20 @@ class TicketDetailSerializer(TicketSerializer):
     watchers = serializers.SerializerMethodField()
 
     class Meta(TicketSerializer.Meta):
-        fields = [*TicketSerializer.Meta.fields, "description", "change_plan", "rollback_plan", "data",
-                  "correlation_id", "approval_round", "links", "runs", "approvals", "actions", "watchers"]
+        fields = [
+            *TicketSerializer.Meta.fields,
+            "description",
+            "change_plan",
+            "rollback_plan",
+            "data",
+            "correlation_id",
+            "approval_round",
+            "links",
+            "runs",
+            "approvals",
+            "actions",
+            "watchers",
+        ]
 
     @extend_schema_field(TicketApprovalSerializer(many=True))
     def get_approvals(self, ticket: Ticket) -> list[dict[str, Any]]:
@@ -138,12 +180,28 @@ class TicketDetailSerializer(TicketSerializer):
         actions = ticket_actions(self.context["request"].user, ticket)
         return {
             "transitions": [
-                {"name": t.name, "label": t.label, "target": t.target, "step": t.step,
-                 "fields": [{"name": f.name, "label": f.label, "kind": f.kind, "required": f.required,
-                             "choices": [list(c) for c in f.choices]} for f in t.fields]}
-                for t in actions.transitions],
-            "can_approve": actions.can_approve, "can_operate": actions.can_operate,
-            "can_comment": actions.can_comment, "approval_needed": actions.approval_needed,
+                {
+                    "name": t.name,
+                    "label": t.label,
+                    "target": t.target,
+                    "step": t.step,
+                    "fields": [
+                        {
+                            "name": f.name,
+                            "label": f.label,
+                            "kind": f.kind,
+                            "required": f.required,
+                            "choices": [list(c) for c in f.choices],
+                        }
+                        for f in t.fields
+                    ],
+                }
+                for t in actions.transitions
+            ],
+            "can_approve": actions.can_approve,
+            "can_operate": actions.can_operate,
+            "can_comment": actions.can_comment,
+            "approval_needed": actions.approval_needed,
             "approvals_so_far": actions.approvals_so_far,
         }
 
@@ -167,19 +225,21 @@ class TicketCreateInputSerializer(serializers.Serializer):
     title = serializers.CharField(max_length=200)
     description = serializers.CharField(required=False, allow_blank=True, default="")
     priority = serializers.ChoiceField(choices=TicketPriority.choices, default=TicketPriority.NORMAL)
-    inputs = serializers.DictField(required=False, default=dict,
-                                   help_text="The type's create fields, e.g. {\"accelerator\": \"<serial>\"}.")
+    inputs = serializers.DictField(
+        required=False, default=dict, help_text='The type\'s create fields, e.g. {"accelerator": "<serial>"}.'
+    )
     change_plan = serializers.CharField(required=False, allow_blank=True, default="")
     rollback_plan = serializers.CharField(required=False, allow_blank=True, default="")
-    assignee_group = serializers.CharField(required=False, allow_blank=True, default="",
-                                           help_text="Group name; default: the type's group.")
+    assignee_group = serializers.CharField(
+        required=False, allow_blank=True, default="", help_text="Group name; default: the type's group."
+    )
     start = serializers.BooleanField(default=False, help_text="Take the type's start transition at once.")
 
 
 class TransitionInputSerializer(serializers.Serializer):
     inputs = serializers.DictField(
-        required=False, default=dict,
-        help_text="The transition's inputs, e.g. {\"old_serial\": ..., \"new_serial\": ...}.")
+        required=False, default=dict, help_text='The transition\'s inputs, e.g. {"old_serial": ..., "new_serial": ...}.'
+    )
 
 
 class ApprovalInputSerializer(serializers.Serializer):

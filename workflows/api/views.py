@@ -32,9 +32,14 @@ FILTER_PARAMETERS = [
     OpenApiParameter("site", str, description="Site code."),
     OpenApiParameter("q", str, description="A reference (REP-12) or words of the title."),
 ]
-IDEMPOTENCY = OpenApiParameter("Idempotency-Key", str, location=OpenApiParameter.HEADER, required=False,
-                               description="A retried request with the same key returns the first result; the "
-                                           "same key with a different request is refused (422).")
+IDEMPOTENCY = OpenApiParameter(
+    "Idempotency-Key",
+    str,
+    location=OpenApiParameter.HEADER,
+    required=False,
+    description="A retried request with the same key returns the first result; the "
+    "same key with a different request is refused (422).",
+)
 
 
 class IdempotencyKeyReused(exceptions.APIException):
@@ -61,9 +66,15 @@ def _raise(exc: engine.WorkflowError) -> None:
     if isinstance(exc, engine.NotAllowedError):
         raise Conflict("; ".join(exc.errors)) from exc
     raise exceptions.ValidationError(
-        {**{k: [v] for k, v in exc.field_errors.items()},
-         **({"non_field_errors": [e for e in exc.errors if e not in exc.field_errors.values()]}
-            if any(e not in exc.field_errors.values() for e in exc.errors) else {})}) from exc
+        {
+            **{k: [v] for k, v in exc.field_errors.items()},
+            **(
+                {"non_field_errors": [e for e in exc.errors if e not in exc.field_errors.values()]}
+                if any(e not in exc.field_errors.values() for e in exc.errors)
+                else {}
+            ),
+        }
+    ) from exc
 
 
 class TicketViewSet(ApiViewMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
@@ -85,8 +96,11 @@ class TicketViewSet(ApiViewMixin, mixins.ListModelMixin, viewsets.GenericViewSet
         return ticket
 
     def _detail(self, ticket: Ticket, code: int = status.HTTP_200_OK) -> Response:
-        ticket = Ticket.objects.select_related("requester", "assignee", "assignee_group", "site").prefetch_related(
-            "links", "watchers", "runs__log_lines").get(pk=ticket.pk)
+        ticket = (
+            Ticket.objects.select_related("requester", "assignee", "assignee_group", "site")
+            .prefetch_related("links", "watchers", "runs__log_lines")
+            .get(pk=ticket.pk)
+        )
         return Response(s.TicketDetailSerializer(ticket, context={"request": self.request}).data, status=code)
 
     @extend_schema(parameters=FILTER_PARAMETERS)
@@ -97,8 +111,11 @@ class TicketViewSet(ApiViewMixin, mixins.ListModelMixin, viewsets.GenericViewSet
     def retrieve(self, request: Request, pk: str) -> Response:
         return self._detail(self._ticket(pk))
 
-    @extend_schema(request=s.TicketCreateInputSerializer, parameters=[IDEMPOTENCY],
-                   responses={201: s.TicketDetailSerializer, 200: s.TicketDetailSerializer})
+    @extend_schema(
+        request=s.TicketCreateInputSerializer,
+        parameters=[IDEMPOTENCY],
+        responses={201: s.TicketDetailSerializer, 200: s.TicketDetailSerializer},
+    )
     def create(self, request: Request) -> Response:
         """Open a ticket: 201. A retry with the same Idempotency-Key and body: 200 with the same ticket."""
         data = self._input(s.TicketCreateInputSerializer, request)
@@ -109,10 +126,18 @@ class TicketViewSet(ApiViewMixin, mixins.ListModelMixin, viewsets.GenericViewSet
             group = Group.objects.filter(name=data["assignee_group"]).first()
             if group is None:
                 raise exceptions.ValidationError({"assignee_group": [f"No group {data['assignee_group']!r}."]})
-        fields = {"type_": data["type"], "title": data["title"], "requester": request.user,
-                  "description": data["description"], "priority": data["priority"], "inputs": data["inputs"],
-                  "change_plan": data["change_plan"], "rollback_plan": data["rollback_plan"],
-                  "assignee_group": group, "start": data["start"]}
+        fields = {
+            "type_": data["type"],
+            "title": data["title"],
+            "requester": request.user,
+            "description": data["description"],
+            "priority": data["priority"],
+            "inputs": data["inputs"],
+            "change_plan": data["change_plan"],
+            "rollback_plan": data["rollback_plan"],
+            "assignee_group": group,
+            "start": data["start"],
+        }
         key = _idempotency_key(request)
         try:
             if key:
@@ -129,16 +154,27 @@ class TicketViewSet(ApiViewMixin, mixins.ListModelMixin, viewsets.GenericViewSet
         serializer.is_valid(raise_exception=True)
         return dict(serializer.validated_data)
 
-    @extend_schema(request=s.TransitionInputSerializer, responses=s.TicketDetailSerializer, parameters=[
-        OpenApiParameter("name", str, location=OpenApiParameter.PATH, description="Transition name."), IDEMPOTENCY])
+    @extend_schema(
+        request=s.TransitionInputSerializer,
+        responses=s.TicketDetailSerializer,
+        parameters=[
+            OpenApiParameter("name", str, location=OpenApiParameter.PATH, description="Transition name."),
+            IDEMPOTENCY,
+        ],
+    )
     @action(detail=True, methods=["post"], url_path=r"transitions/(?P<name>[a-z0-9_]+)")
     def transition(self, request: Request, pk: str, name: str) -> Response:
         """Take a transition. Inputs are validated by the workflow; guards explain refusals."""
         ticket = self._ticket(pk)
         data = self._input(s.TransitionInputSerializer, request)
         try:
-            engine.transition_apply(ticket=ticket, name=name, actor=request.user, data=data["inputs"],
-                                    idempotency_key=_idempotency_key(request))
+            engine.transition_apply(
+                ticket=ticket,
+                name=name,
+                actor=request.user,
+                data=data["inputs"],
+                idempotency_key=_idempotency_key(request),
+            )
         except engine.WorkflowError as exc:
             _raise(exc)
         return self._detail(ticket)
@@ -150,15 +186,20 @@ class TicketViewSet(ApiViewMixin, mixins.ListModelMixin, viewsets.GenericViewSet
         ticket = self._ticket(pk)
         data = self._input(s.ApprovalInputSerializer, request)
         try:
-            engine.approval_record(ticket=ticket, actor=request.user, decision=data["decision"],
-                                   comment=data["comment"])
+            engine.approval_record(
+                ticket=ticket, actor=request.user, decision=data["decision"], comment=data["comment"]
+            )
         except engine.WorkflowError as exc:
             _raise(exc)
         return self._detail(ticket)
 
     @extend_schema(methods=["GET"], responses=s.TimelineItemSerializer(many=True))
-    @extend_schema(methods=["POST"], request=s.CommentInputSerializer, parameters=[IDEMPOTENCY],
-                   responses={201: s.TimelineItemSerializer(many=True)})
+    @extend_schema(
+        methods=["POST"],
+        request=s.CommentInputSerializer,
+        parameters=[IDEMPOTENCY],
+        responses={201: s.TimelineItemSerializer(many=True)},
+    )
     # The per-ticket lists are plain (bounded) lists: no paginator, so the schema does not promise pages.
     @action(detail=True, methods=["get", "post"], pagination_class=None)
     def comments(self, request: Request, pk: str) -> Response:
@@ -167,13 +208,16 @@ class TicketViewSet(ApiViewMixin, mixins.ListModelMixin, viewsets.GenericViewSet
         if request.method == "POST":
             data = self._input(s.CommentInputSerializer, request)
             try:
-                engine.comment_add(ticket=ticket, actor=request.user, body=data["body"],
-                                   idempotency_key=_idempotency_key(request))
+                engine.comment_add(
+                    ticket=ticket, actor=request.user, body=data["body"], idempotency_key=_idempotency_key(request)
+                )
             except engine.WorkflowError as exc:
                 _raise(exc)
         items = [i for i in ticket_timeline(ticket) if i.kind == "comment"]
-        return Response(s.TimelineItemSerializer(items, many=True).data,
-                        status=status.HTTP_201_CREATED if request.method == "POST" else status.HTTP_200_OK)
+        return Response(
+            s.TimelineItemSerializer(items, many=True).data,
+            status=status.HTTP_201_CREATED if request.method == "POST" else status.HTTP_200_OK,
+        )
 
     @extend_schema(responses=s.TimelineItemSerializer(many=True))
     @action(detail=True, methods=["get"], pagination_class=None)
@@ -217,8 +261,13 @@ class TicketViewSet(ApiViewMixin, mixins.ListModelMixin, viewsets.GenericViewSet
         ticket = self._ticket(pk)
         data = self._input(s.ReasonInputSerializer, request)
         try:
-            engine.transition_apply(ticket=ticket, name="cancel", actor=request.user,
-                                    data={"cancel_reason": data["reason"]}, idempotency_key=_idempotency_key(request))
+            engine.transition_apply(
+                ticket=ticket,
+                name="cancel",
+                actor=request.user,
+                data={"cancel_reason": data["reason"]},
+                idempotency_key=_idempotency_key(request),
+            )
         except engine.WorkflowError as exc:
             _raise(exc)
         return self._detail(ticket)
@@ -247,16 +296,38 @@ class WorkflowTypeViewSet(ApiViewMixin, viewsets.ViewSet):
     @staticmethod
     def _spec(wf: Any) -> dict[str, Any]:
         def fields(items: Any) -> list[dict[str, Any]]:
-            return [{"name": f.name, "label": f.label, "kind": f.kind, "required": f.required,
-                     "choices": [list(c) for c in f.choices]} for f in items]
+            return [
+                {
+                    "name": f.name,
+                    "label": f.label,
+                    "kind": f.kind,
+                    "required": f.required,
+                    "choices": [list(c) for c in f.choices],
+                }
+                for f in items
+            ]
 
         return {
-            "type": wf.type, "label": wf.label, "prefix": wf.prefix, "is_change": wf.is_change, "initial": wf.initial,
-            "states": [{"value": v, "label": str(label), "terminal": v in wf.terminal}
-                       for v, label in wf.states.choices],
-            "transitions": [{"name": t.name, "label": t.label, "sources": sorted(t.sources), "target": t.target,
-                             "permission": f"workflows.{t.permission}" if t.permission else None, "step": t.step,
-                             "fields": fields(t.fields)} for t in wf.transitions],
+            "type": wf.type,
+            "label": wf.label,
+            "prefix": wf.prefix,
+            "is_change": wf.is_change,
+            "initial": wf.initial,
+            "states": [
+                {"value": v, "label": str(label), "terminal": v in wf.terminal} for v, label in wf.states.choices
+            ],
+            "transitions": [
+                {
+                    "name": t.name,
+                    "label": t.label,
+                    "sources": sorted(t.sources),
+                    "target": t.target,
+                    "permission": f"workflows.{t.permission}" if t.permission else None,
+                    "step": t.step,
+                    "fields": fields(t.fields),
+                }
+                for t in wf.transitions
+            ],
             "create_fields": fields(wf.create_fields),
         }
 
@@ -264,8 +335,12 @@ class WorkflowTypeViewSet(ApiViewMixin, viewsets.ViewSet):
     def list(self, request: Request) -> Response:
         return Response([self._spec(wf) for wf in workflows()])
 
-    @extend_schema(responses=s.WorkflowSpecSerializer, parameters=[
-        OpenApiParameter("id", str, location=OpenApiParameter.PATH, description="Ticket type, e.g. repair.")])
+    @extend_schema(
+        responses=s.WorkflowSpecSerializer,
+        parameters=[
+            OpenApiParameter("id", str, location=OpenApiParameter.PATH, description="Ticket type, e.g. repair.")
+        ],
+    )
     def retrieve(self, request: Request, pk: str) -> Response:
         wf = workflow_or_none(pk)
         if wf is None:

@@ -119,8 +119,11 @@ def planned_links(fabric: Fabric, ports: Sequence[PortRef]) -> list[Link]:
     for p in ports:
         query |= Q(b_switch_port__switch__name=p.device, b_switch_port__name=p.port)
         query |= Q(a_switch_port__switch__name=p.device, a_switch_port__name=p.port)
-    return list(Link.objects.filter(query, fabric=fabric).select_related(
-        "a_nic_port__nic__node", "a_switch_port__switch", "b_switch_port__switch"))
+    return list(
+        Link.objects.filter(query, fabric=fabric).select_related(
+            "a_nic_port__nic__node", "a_switch_port__switch", "b_switch_port__switch"
+        )
+    )
 
 
 def _on_create(ticket: Ticket, values: Mapping[str, Any]) -> None:
@@ -144,10 +147,12 @@ def _on_create(ticket: Ticket, values: Mapping[str, Any]) -> None:
         link_add(ticket=ticket, obj=link, role=LinkRole.RELATED)
         if link.a_nic_port_id:
             link_add(ticket=ticket, obj=link.a_nic_port.nic.node, role=LinkRole.SUBJECT)
-    node_ids = sorted(set(ticket.links.filter(role=LinkRole.SUBJECT, node__isnull=False)
-                          .values_list("node_id", flat=True)))
-    ticket.data.update({"fabric_id": fabric.pk, "fabric": fabric.name, "ports": [str(p) for p in ports],
-                        "node_ids": node_ids})
+    node_ids = sorted(
+        set(ticket.links.filter(role=LinkRole.SUBJECT, node__isnull=False).values_list("node_id", flat=True))
+    )
+    ticket.data.update(
+        {"fabric_id": fabric.pk, "fabric": fabric.name, "ports": [str(p) for p in ports], "node_ids": node_ids}
+    )
     if ticket.site_id is None:  # no node to scope it (a switch-to-switch cable): the fabric's site does
         Ticket.objects.filter(pk=ticket.pk).update(site_id=fabric.site_id)
         ticket.site_id = fabric.site_id
@@ -175,8 +180,9 @@ def drained_by(ticket: Ticket) -> dict[int, str | None]:
     """The nodes this ticket's drain touched (its scheduler drain ran), with the status each had before (None
     when the CMDB was not changed yet)."""
     found: dict[int, str | None] = {}
-    for effect in StepEffect.objects.filter(ticket=ticket, name__in=("scheduler_drain", "cmdb_drain"),
-                                            key__contains=":node:").order_by("at", "id"):
+    for effect in StepEffect.objects.filter(
+        ticket=ticket, name__in=("scheduler_drain", "cmdb_drain"), key__contains=":node:"
+    ).order_by("at", "id"):
         node_id = int(effect.key.rsplit(":node:", 1)[1])
         if effect.name == "cmdb_drain" and found.get(node_id) is None:
             found[node_id] = (effect.result or {}).get("status_before")
@@ -272,8 +278,11 @@ def drain(ctx: StepContext) -> StepOutcome:
     maintenance). All are asked to drain before waiting on any, so a crossed pair across two nodes costs one
     drain's time. A node another open cabling ticket drained is held too (the last ticket done resumes it); any
     other node not in service is left alone, and so is not resumed at the end either."""
-    nodes = list(Node.objects.select_related("cluster", "site").filter(pk__in=ctx.ticket.data.get("node_ids", []))
-                 .order_by("hostname"))
+    nodes = list(
+        Node.objects.select_related("cluster", "site")
+        .filter(pk__in=ctx.ticket.data.get("node_ids", []))
+        .order_by("hostname")
+    )
     ours = drained_by(ctx.ticket)  # an earlier attempt's drains: no longer "in service", still ours to finish
     draining, left_alone = [], []
     for node in nodes:
@@ -283,8 +292,13 @@ def drain(ctx: StepContext) -> StepOutcome:
             # Another cabling fault's ticket drained it: hold it as drained too, so the first one done does not
             # resume it under this ticket's technician; the last one done restores the status from before.
             holder, before = other
-            NodeStepContext(ctx, node).effect("cmdb_drain", lambda before=before, holder=holder: {
-                "status_before": before, "drain_reason": f"drained by {holder.reference}"})
+            NodeStepContext(ctx, node).effect(
+                "cmdb_drain",
+                lambda before=before, holder=holder: {
+                    "status_before": before,
+                    "drain_reason": f"drained by {holder.reference}",
+                },
+            )
             draining.append(node)
         else:
             left_alone.append(node)
@@ -299,12 +313,15 @@ def drain(ctx: StepContext) -> StepOutcome:
     if failures:
         return Failed(reason="; ".join(f.reason for f in failures))
     if waits:
-        return WaitForEvent(key=waits[0].key, recheck_in=min(w.recheck_in for w in waits),
-                            message="; ".join(w.message for w in waits))
+        return WaitForEvent(
+            key=waits[0].key, recheck_in=min(w.recheck_in for w in waits), message="; ".join(w.message for w in waits)
+        )
     parts = [f"drained {', '.join(n.hostname for n in draining)}" if draining else "no node to drain"]
     if left_alone:
-        parts.append("not in service, left alone: " + ", ".join(
-            f"{n.hostname} ({n.status}{', cordoned' if n.is_cordoned else ''})" for n in left_alone))
+        parts.append(
+            "not in service, left alone: "
+            + ", ".join(f"{n.hostname} ({n.status}{', cordoned' if n.is_cordoned else ''})" for n in left_alone)
+        )
     elif not nodes:
         parts = ["no node on these cables"]
     return Done(transition="drained", message="; ".join(parts))
@@ -326,11 +343,16 @@ def verify(ctx: StepContext) -> StepOutcome:
     data = ctx.ticket.data
     fabric = Fabric.objects.get(pk=data["fabric_id"])
     ports = ports_parse(" ".join(data["ports"]))
-    pollable = list(Switch.objects.filter(fabric=fabric, name__in={p.device for p in ports}, mgmt_ip__isnull=False,
-                                          status=SwitchStatus.ACTIVE).exclude(snmp_credential_ref=""))
+    pollable = list(
+        Switch.objects.filter(
+            fabric=fabric, name__in={p.device for p in ports}, mgmt_ip__isnull=False, status=SwitchStatus.ACTIVE
+        ).exclude(snmp_credential_ref="")
+    )
     for run in switches_poll_all(switches=pollable) if pollable else []:
-        ctx.log(f"SNMP poll of {run.switch}: {run.status}" + (f" ({run.error})" if run.error else ""),
-                level="info" if run.status == "ok" else "warning")
+        ctx.log(
+            f"SNMP poll of {run.switch}: {run.status}" + (f" ({run.error})" if run.error else ""),
+            level="info" if run.status == "ok" else "warning",
+        )
     findings = {PortRef(f.switch, f.port): f for f in fabric_cabling_report(fabric)}
     planned = set()
     for link in planned_links(fabric, ports):
@@ -343,10 +365,17 @@ def verify(ctx: StepContext) -> StepOutcome:
         return Done(transition="verified", data={"findings": seen}, message="; ".join(seen.values()))
     timeout = dt.timedelta(minutes=workflows_setting("CABLING_VERIFY_TIMEOUT_MINUTES"))
     if ctx.now >= ctx.deadline("verify", timeout):
-        return Done(transition="verify_timed_out", data={"findings": seen},
-                    message=f"still wrong after {timeout}: {'; '.join(left)}")
-    return WaitForEvent(key="", recheck_in=dt.timedelta(seconds=workflows_setting("CABLING_VERIFY_POLL_SECONDS")),
-                        data={"findings": seen}, message=f"not right yet: {'; '.join(left)}")
+        return Done(
+            transition="verify_timed_out",
+            data={"findings": seen},
+            message=f"still wrong after {timeout}: {'; '.join(left)}",
+        )
+    return WaitForEvent(
+        key="",
+        recheck_in=dt.timedelta(seconds=workflows_setting("CABLING_VERIFY_POLL_SECONDS")),
+        data={"findings": seen},
+        message=f"not right yet: {'; '.join(left)}",
+    )
 
 
 @step("resume", label="Resume the drained nodes", time_limit_s=300)
@@ -368,30 +397,80 @@ def release(ctx: StepContext) -> StepOutcome:
 NOTE = Field("note", "Note", kind="textarea", required=False, store=False)
 
 TRANSITIONS = (
-    Transition("start_drain", "Drain the nodes, then re-cable", frozenset({S.OPEN}), S.DRAINING, "cabling_work",
-               step="drain", fields=(NOTE,),
-               description="The nodes on these cables are drained first: their jobs lose these links otherwise."),
-    Transition("start_live", "Re-cable without draining", frozenset({S.OPEN}), S.RECABLING, "cabling_work",
-               style="secondary", fields=(Field("note", "Why no drain is needed", kind="textarea", store=False),),
-               description="For cables no job uses (a node not in service, a spare port)."),
+    Transition(
+        "start_drain",
+        "Drain the nodes, then re-cable",
+        frozenset({S.OPEN}),
+        S.DRAINING,
+        "cabling_work",
+        step="drain",
+        fields=(NOTE,),
+        description="The nodes on these cables are drained first: their jobs lose these links otherwise.",
+    ),
+    Transition(
+        "start_live",
+        "Re-cable without draining",
+        frozenset({S.OPEN}),
+        S.RECABLING,
+        "cabling_work",
+        style="secondary",
+        fields=(Field("note", "Why no drain is needed", kind="textarea", store=False),),
+        description="For cables no job uses (a node not in service, a spare port).",
+    ),
     Transition("drained", "Nodes drained", frozenset({S.DRAINING}), S.RECABLING, None),
-    Transition("confirm_recabled", "Cables fixed: verify", frozenset({S.RECABLING}), S.VERIFYING, "cabling_work",
-               step="verify", fields=(NOTE,),
-               description="The switches are polled and the fabric's cabling validated again for these ports."),
+    Transition(
+        "confirm_recabled",
+        "Cables fixed: verify",
+        frozenset({S.RECABLING}),
+        S.VERIFYING,
+        "cabling_work",
+        step="verify",
+        fields=(NOTE,),
+        description="The switches are polled and the fabric's cabling validated again for these ports.",
+    ),
     Transition("verified", "Cabling verified", frozenset({S.VERIFYING}), S.RESUMING, None, step="resume"),
     Transition("verify_timed_out", "Verification timed out", frozenset({S.VERIFYING}), S.VERIFY_FAILED, None),
-    Transition("reverify", "Verify again", frozenset({S.VERIFY_FAILED}), S.VERIFYING, "cabling_work",
-               step="verify", fields=(NOTE,)),
-    Transition("recable_again", "Re-cable again", frozenset({S.VERIFY_FAILED}), S.RECABLING, "cabling_work",
-               style="secondary", fields=(NOTE,)),
-    Transition("force_resume", "Resume without verification", frozenset({S.VERIFY_FAILED}), S.RESUMING,
-               "cabling_force_resume", step="resume", style="danger",
-               fields=(Field("note", "Why it is right although validation disagrees", kind="textarea",
-                             store=False),)),
+    Transition(
+        "reverify",
+        "Verify again",
+        frozenset({S.VERIFY_FAILED}),
+        S.VERIFYING,
+        "cabling_work",
+        step="verify",
+        fields=(NOTE,),
+    ),
+    Transition(
+        "recable_again",
+        "Re-cable again",
+        frozenset({S.VERIFY_FAILED}),
+        S.RECABLING,
+        "cabling_work",
+        style="secondary",
+        fields=(NOTE,),
+    ),
+    Transition(
+        "force_resume",
+        "Resume without verification",
+        frozenset({S.VERIFY_FAILED}),
+        S.RESUMING,
+        "cabling_force_resume",
+        step="resume",
+        style="danger",
+        fields=(Field("note", "Why it is right although validation disagrees", kind="textarea", store=False),),
+    ),
     Transition("node_resumed", "Nodes resumed", frozenset({S.RESUMING}), S.DONE, None),
-    Transition("cancel", "Cancel", OPEN_STATES, S.CANCELLED, "cabling_cancel", step="release", allow_requester=True,
-               allowed_when_paused=True, style="danger",
-               fields=(Field("cancel_reason", "Why cancel", kind="textarea"),)),
+    Transition(
+        "cancel",
+        "Cancel",
+        OPEN_STATES,
+        S.CANCELLED,
+        "cabling_cancel",
+        step="release",
+        allow_requester=True,
+        allowed_when_paused=True,
+        style="danger",
+        fields=(Field("cancel_reason", "Why cancel", kind="textarea"),),
+    ),
 )
 
 WORKFLOW = Workflow(
@@ -405,15 +484,22 @@ WORKFLOW = Workflow(
     steps=(drain, verify, resume, release),
     create_fields=(
         Field("fabric", "Fabric (name)", max_length=100),
-        Field("ports", "Switch ports", help_text="switch:port items separated by spaces, e.g. "
-                                                 "su1-leaf2:Ethernet1/3 su1-leaf5:Ethernet1/3"),
+        Field(
+            "ports",
+            "Switch ports",
+            help_text="switch:port items separated by spaces, e.g. su1-leaf2:Ethernet1/3 su1-leaf5:Ethernet1/3",
+        ),
     ),
     waiting_states=frozenset({S.OPEN, S.RECABLING, S.VERIFY_FAILED}),
     editable_states=frozenset({S.OPEN, S.RECABLING}),
     default_group=lambda: workflows_setting("REPAIR_ASSIGNEE_GROUP"),
     dedup=_dedup,
     on_create=_on_create,
-    sla={"critical": dt.timedelta(hours=8), "high": dt.timedelta(days=1), "normal": dt.timedelta(days=3),
-         "low": dt.timedelta(days=10)},
+    sla={
+        "critical": dt.timedelta(hours=8),
+        "high": dt.timedelta(days=1),
+        "normal": dt.timedelta(days=3),
+        "low": dt.timedelta(days=10),
+    },
     description=__doc__ or "",
 )

@@ -34,8 +34,9 @@ def reservation_ref(ticket: Ticket) -> str:
 
 def scheduler_node(node: Node) -> SchedulerNode:
     cluster = node.cluster
-    return SchedulerNode(name=node.hostname, cluster=cluster.name if cluster else "",
-                         cluster_kind=cluster.kind if cluster else "")
+    return SchedulerNode(
+        name=node.hostname, cluster=cluster.name if cluster else "", cluster_kind=cluster.kind if cluster else ""
+    )
 
 
 def drain_reason(ticket: Ticket) -> str:
@@ -69,12 +70,17 @@ def node_drain(ctx: StepContext, node: Node) -> tuple[dict[str, Any], Failed | W
         deadline = ctx.deadline("drain", timeout)
         left = f"{state.running} job(s)" if state.running is not None else f"work ({state.state})"
         if ctx.now >= deadline:
-            return before, Failed(reason=f"{node} still runs {left} after {timeout}; retry the step to keep "
-                                         "waiting, or cancel the ticket")
-        return before, WaitForEvent(key=f"node:{node.pk}:drained", message=f"{node} still runs {left}",
-                                    recheck_in=dt.timedelta(seconds=workflows_setting("DRAIN_POLL_SECONDS")))
-    ctx.effect("cmdb_maintenance", lambda: nodes_set_status(node_ids=[node.pk], status=NodeStatus.MAINTENANCE,
-                                                            reason=reason))
+            return before, Failed(
+                reason=f"{node} still runs {left} after {timeout}; retry the step to keep waiting, or cancel the ticket"
+            )
+        return before, WaitForEvent(
+            key=f"node:{node.pk}:drained",
+            message=f"{node} still runs {left}",
+            recheck_in=dt.timedelta(seconds=workflows_setting("DRAIN_POLL_SECONDS")),
+        )
+    ctx.effect(
+        "cmdb_maintenance", lambda: nodes_set_status(node_ids=[node.pk], status=NodeStatus.MAINTENANCE, reason=reason)
+    )
     return before, None
 
 
@@ -103,13 +109,20 @@ def holdings_release(ctx: StepContext) -> str:
     holds nothing). Returns a summary."""
     ticket = ctx.ticket
     released = []
-    for res in StockReservation.objects.filter(reserved_for=reservation_ref(ticket),
-                                               status=ReservationStatus.ACTIVE).select_related("accelerator"):
-        ctx.effect(f"release_reservation_{res.pk}", lambda res=res: reservation_release(
-            reservation=res, reason=f"{ticket.reference} cancelled") or {"reservation_id": res.pk})
+    for res in StockReservation.objects.filter(
+        reserved_for=reservation_ref(ticket), status=ReservationStatus.ACTIVE
+    ).select_related("accelerator"):
+        ctx.effect(
+            f"release_reservation_{res.pk}",
+            lambda res=res: (
+                reservation_release(reservation=res, reason=f"{ticket.reference} cancelled")
+                or {"reservation_id": res.pk}
+            ),
+        )
         released.append(str(res.accelerator))
-    needs = ctx.effect("procurement_cancel", lambda: procurement_needs_close(
-        ticket=ticket, status=ProcurementNeed.Status.CANCELLED))
+    needs = ctx.effect(
+        "procurement_cancel", lambda: procurement_needs_close(ticket=ticket, status=ProcurementNeed.Status.CANCELLED)
+    )
     parts = [f"released spare {', '.join(released)}" if released else "no spare held"]
     if needs:
         parts.append(f"cancelled {needs} procurement need(s)")

@@ -94,18 +94,27 @@ def plan_preview(ticket: Ticket) -> list[PlannedChange]:
     url = f"/admin/cmdb/node/{node.pk}/change/"
     changes = [
         PlannedChange(str(node), "status", node.status, NodeStatus.DECOMMISSIONED, url),
-        PlannedChange(str(node), "schedulable", "yes" if not node.is_cordoned else "no (cordoned)",
-                      "drained, then removed from its scheduler", url),
+        PlannedChange(
+            str(node),
+            "schedulable",
+            "yes" if not node.is_cordoned else "no (cordoned)",
+            "drained, then removed from its scheduler",
+            url,
+        ),
         PlannedChange(str(node), "cluster", str(node.cluster or "-"), "-", url),
-        PlannedChange(str(node), "rack / position", f"{node.rack} U{node.position}" if node.rack_id else "-", "-",
-                      url),
+        PlannedChange(str(node), "rack / position", f"{node.rack} U{node.position}" if node.rack_id else "-", "-", url),
     ]
     cards = list(Accelerator.objects.filter(node=node).select_related("model").order_by("slot_index"))
     if cards:
         models_ = sorted({str(c.model) for c in cards})
-        changes.append(PlannedChange(f"{len(cards)} accelerator(s) ({', '.join(models_)})", "lifecycle",
-                                     AcceleratorLifecycle.INSTALLED,
-                                     "in stock at the site warehouse, or scrapped (chosen at unrack)"))
+        changes.append(
+            PlannedChange(
+                f"{len(cards)} accelerator(s) ({', '.join(models_)})",
+                "lifecycle",
+                AcceleratorLifecycle.INSTALLED,
+                "in stock at the site warehouse, or scrapped (chosen at unrack)",
+            )
+        )
     return changes
 
 
@@ -120,8 +129,11 @@ def drain(ctx: StepContext) -> StepOutcome:
     before, waiting = node_drain(ctx, node)
     if waiting is not None:
         return waiting
-    return Done(transition="drained", message=f"{node} drained",
-                data={"node_status_before": before["status_before"], "drain_reason": before["drain_reason"]})
+    return Done(
+        transition="drained",
+        message=f"{node} drained",
+        data={"node_status_before": before["status_before"], "drain_reason": before["drain_reason"]},
+    )
 
 
 @step("remove_from_cluster", label="Remove from the cluster", time_limit_s=300)
@@ -132,8 +144,10 @@ def remove_from_cluster(ctx: StepContext) -> StepOutcome:
     assert node is not None
     target = scheduler_node(node)
     if node.cluster_id:
-        ctx.external("scheduler_remove",
-                     lambda: scheduler_for(target.cluster_kind).remove(target, reason=drain_reason(ctx.ticket)))
+        ctx.external(
+            "scheduler_remove",
+            lambda: scheduler_for(target.cluster_kind).remove(target, reason=drain_reason(ctx.ticket)),
+        )
     ctx.effect("cmdb_cluster_clear", lambda: node_cluster_clear(node=node) and {"cluster": target.cluster})
     return Done(transition="removed", message=f"{node} removed from {target.cluster or 'no cluster'}")
 
@@ -153,16 +167,37 @@ def finalize(ctx: StepContext) -> StepOutcome:
     cards = list(Accelerator.objects.filter(node=node).order_by("slot_index"))
     for card in cards:
         if disposition == CardDisposition.STOCK:
-            ctx.effect(f"card_{card.pk}", lambda card=card: accelerator_to_stock(
-                accelerator=card, location=warehouse, kind=MovementKind.RETURN, ticket_ref=ref,
-                key=f"{prefix}:card:{card.pk}", reason=f"{ctx.ticket.reference}: {node} decommissioned").lifecycle)
+            ctx.effect(
+                f"card_{card.pk}",
+                lambda card=card: (
+                    accelerator_to_stock(
+                        accelerator=card,
+                        location=warehouse,
+                        kind=MovementKind.RETURN,
+                        ticket_ref=ref,
+                        key=f"{prefix}:card:{card.pk}",
+                        reason=f"{ctx.ticket.reference}: {node} decommissioned",
+                    ).lifecycle
+                ),
+            )
         else:
-            ctx.effect(f"card_{card.pk}", lambda card=card: accelerator_out_of_stock(
-                accelerator=card, kind=MovementKind.SCRAP, ticket_ref=ref, key=f"{prefix}:card:{card.pk}",
-                reason=f"{ctx.ticket.reference}: {node} decommissioned").lifecycle)
+            ctx.effect(
+                f"card_{card.pk}",
+                lambda card=card: (
+                    accelerator_out_of_stock(
+                        accelerator=card,
+                        kind=MovementKind.SCRAP,
+                        ticket_ref=ref,
+                        key=f"{prefix}:card:{card.pk}",
+                        reason=f"{ctx.ticket.reference}: {node} decommissioned",
+                    ).lifecycle
+                ),
+            )
     ctx.effect("unrack", lambda: node_unrack(node=node) and None)
-    ctx.effect("status", lambda: nodes_set_status(node_ids=[node.pk], status=NodeStatus.DECOMMISSIONED,
-                                                  reason=drain_reason(ctx.ticket)))
+    ctx.effect(
+        "status",
+        lambda: nodes_set_status(node_ids=[node.pk], status=NodeStatus.DECOMMISSIONED, reason=drain_reason(ctx.ticket)),
+    )
     verb = "returned to stock" if disposition == CardDisposition.STOCK else "scrapped"
     return Done(transition="finalized", message=f"{node} decommissioned; {len(cards)} card(s) {verb}")
 
@@ -176,32 +211,75 @@ def release(ctx: StepContext) -> StepOutcome:
 # --- the graph ----------------------------------------------------------------------------------------------------
 
 NOTE = Field("note", "Note", kind="textarea", required=False, store=False)
-CANCELLABLE = frozenset({S.DRAFT, S.AWAITING_APPROVAL, S.REJECTED, S.DRAINING, S.REMOVING_FROM_CLUSTER,
-                         S.AWAITING_WIPE, S.AWAITING_UNRACK})
+CANCELLABLE = frozenset(
+    {S.DRAFT, S.AWAITING_APPROVAL, S.REJECTED, S.DRAINING, S.REMOVING_FROM_CLUSTER, S.AWAITING_WIPE, S.AWAITING_UNRACK}
+)
 
 TRANSITIONS = (
-    Transition("submit", "Submit for approval", frozenset({S.DRAFT}), S.AWAITING_APPROVAL, "decommission_submit",
-               guards=(node_not_decommissioned,), allow_requester=True, fields=(NOTE,),
-               description="The engine refuses it until the change plan and the rollback plan are written."),
+    Transition(
+        "submit",
+        "Submit for approval",
+        frozenset({S.DRAFT}),
+        S.AWAITING_APPROVAL,
+        "decommission_submit",
+        guards=(node_not_decommissioned,),
+        allow_requester=True,
+        fields=(NOTE,),
+        description="The engine refuses it until the change plan and the rollback plan are written.",
+    ),
     Transition("approve", "Approved", frozenset({S.AWAITING_APPROVAL}), S.DRAINING, None, step="drain"),
     Transition("reject", "Rejected", frozenset({S.AWAITING_APPROVAL}), S.REJECTED, None),
-    Transition("revise", "Revise", frozenset({S.REJECTED}), S.DRAFT, "decommission_submit", allow_requester=True,
-               style="secondary", fields=(NOTE,)),
-    Transition("drained", "Node drained", frozenset({S.DRAINING}), S.REMOVING_FROM_CLUSTER, None,
-               step="remove_from_cluster"),
+    Transition(
+        "revise",
+        "Revise",
+        frozenset({S.REJECTED}),
+        S.DRAFT,
+        "decommission_submit",
+        allow_requester=True,
+        style="secondary",
+        fields=(NOTE,),
+    ),
+    Transition(
+        "drained", "Node drained", frozenset({S.DRAINING}), S.REMOVING_FROM_CLUSTER, None, step="remove_from_cluster"
+    ),
     Transition("removed", "Removed from cluster", frozenset({S.REMOVING_FROM_CLUSTER}), S.AWAITING_WIPE, None),
-    Transition("confirm_wipe", "Confirm data wipe", frozenset({S.AWAITING_WIPE}), S.AWAITING_UNRACK,
-               "decommission_wipe",
-               fields=(Field("wipe_method", "Wipe method", kind="choice", choices=tuple(WipeMethod.choices)),
-                       Field("wipe_evidence", "Evidence (certificate id, log reference)"), NOTE)),
-    Transition("confirm_unrack", "Confirm unracked", frozenset({S.AWAITING_UNRACK}), S.FINALIZING,
-               "decommission_unrack", step="finalize",
-               fields=(Field("card_disposition", "Accelerator cards", kind="choice",
-                             choices=tuple(CardDisposition.choices)), NOTE)),
+    Transition(
+        "confirm_wipe",
+        "Confirm data wipe",
+        frozenset({S.AWAITING_WIPE}),
+        S.AWAITING_UNRACK,
+        "decommission_wipe",
+        fields=(
+            Field("wipe_method", "Wipe method", kind="choice", choices=tuple(WipeMethod.choices)),
+            Field("wipe_evidence", "Evidence (certificate id, log reference)"),
+            NOTE,
+        ),
+    ),
+    Transition(
+        "confirm_unrack",
+        "Confirm unracked",
+        frozenset({S.AWAITING_UNRACK}),
+        S.FINALIZING,
+        "decommission_unrack",
+        step="finalize",
+        fields=(
+            Field("card_disposition", "Accelerator cards", kind="choice", choices=tuple(CardDisposition.choices)),
+            NOTE,
+        ),
+    ),
     Transition("finalized", "Decommissioned", frozenset({S.FINALIZING}), S.CLOSED, None),
-    Transition("cancel", "Cancel", CANCELLABLE, S.CANCELLED, "decommission_cancel", step="release",
-               allow_requester=True, allowed_when_paused=True, style="danger",
-               fields=(Field("cancel_reason", "Why cancel", kind="textarea"),)),
+    Transition(
+        "cancel",
+        "Cancel",
+        CANCELLABLE,
+        S.CANCELLED,
+        "decommission_cancel",
+        step="release",
+        allow_requester=True,
+        allowed_when_paused=True,
+        style="danger",
+        fields=(Field("cancel_reason", "Why cancel", kind="textarea"),),
+    ),
 )
 
 WORKFLOW = Workflow(
@@ -213,10 +291,13 @@ WORKFLOW = Workflow(
     terminal=frozenset({S.CLOSED, S.CANCELLED}),
     transitions=TRANSITIONS,
     steps=(drain, remove_from_cluster, finalize, release),
-    approval=ApprovalRule(state=S.AWAITING_APPROVAL,
-                          required=lambda: int(workflows_setting("DECOMMISSION_APPROVALS_REQUIRED")),
-                          permission="decommission_approve", approve_transition="approve",
-                          reject_transition="reject"),
+    approval=ApprovalRule(
+        state=S.AWAITING_APPROVAL,
+        required=lambda: int(workflows_setting("DECOMMISSION_APPROVALS_REQUIRED")),
+        permission="decommission_approve",
+        approve_transition="approve",
+        reject_transition="reject",
+    ),
     is_change=True,
     create_fields=(Field("node", "Node (hostname)", kind="node"),),
     waiting_states=frozenset({S.AWAITING_WIPE, S.AWAITING_UNRACK, S.REJECTED}),
@@ -225,7 +306,11 @@ WORKFLOW = Workflow(
     dedup=_dedup,
     on_create=_on_create,
     plan_preview=plan_preview,
-    sla={"critical": dt.timedelta(days=2), "high": dt.timedelta(days=7), "normal": dt.timedelta(days=14),
-         "low": dt.timedelta(days=30)},
+    sla={
+        "critical": dt.timedelta(days=2),
+        "high": dt.timedelta(days=7),
+        "normal": dt.timedelta(days=14),
+        "low": dt.timedelta(days=30),
+    },
     description=__doc__ or "",
 )

@@ -32,18 +32,48 @@ WORKING = frozenset({S.OPEN, S.IN_PROGRESS, S.WAITING})
 
 TRANSITIONS = (
     Transition("start_work", "Start work", frozenset({S.OPEN}), S.IN_PROGRESS, "incident_work", fields=(NOTE,)),
-    Transition("wait", "Wait on someone", frozenset({S.IN_PROGRESS}), S.WAITING, "incident_work",
-               style="secondary", fields=(Field("wait_reason", "Waiting for"),)),
+    Transition(
+        "wait",
+        "Wait on someone",
+        frozenset({S.IN_PROGRESS}),
+        S.WAITING,
+        "incident_work",
+        style="secondary",
+        fields=(Field("wait_reason", "Waiting for"),),
+    ),
     Transition("continue_work", "Continue", frozenset({S.WAITING}), S.IN_PROGRESS, "incident_work", fields=(NOTE,)),
-    Transition("resolve", "Resolve", WORKING, S.RESOLVED, "incident_work",
-               fields=(Field("resolution", "Resolution", kind="textarea"),)),
-    Transition("reopen", "Reopen", frozenset({S.RESOLVED}), S.IN_PROGRESS, "incident_work", allow_requester=True,
-               style="secondary", fields=(Field("note", "Why reopen", kind="textarea", store=False),)),
-    Transition("close", "Close", frozenset({S.RESOLVED}), S.CLOSED, "incident_work", allow_requester=True,
-               fields=(NOTE,)),
-    Transition("cancel", "Cancel", WORKING, S.CANCELLED, "incident_cancel", allow_requester=True,
-               allowed_when_paused=True, style="danger",
-               fields=(Field("cancel_reason", "Why cancel", kind="textarea"),)),
+    Transition(
+        "resolve",
+        "Resolve",
+        WORKING,
+        S.RESOLVED,
+        "incident_work",
+        fields=(Field("resolution", "Resolution", kind="textarea"),),
+    ),
+    Transition(
+        "reopen",
+        "Reopen",
+        frozenset({S.RESOLVED}),
+        S.IN_PROGRESS,
+        "incident_work",
+        allow_requester=True,
+        style="secondary",
+        fields=(Field("note", "Why reopen", kind="textarea", store=False),),
+    ),
+    Transition(
+        "close", "Close", frozenset({S.RESOLVED}), S.CLOSED, "incident_work", allow_requester=True, fields=(NOTE,)
+    ),
+    Transition(
+        "cancel",
+        "Cancel",
+        WORKING,
+        S.CANCELLED,
+        "incident_cancel",
+        allow_requester=True,
+        allowed_when_paused=True,
+        style="danger",
+        fields=(Field("cancel_reason", "Why cancel", kind="textarea"),),
+    ),
 )
 
 WORKFLOW = Workflow(
@@ -57,7 +87,11 @@ WORKFLOW = Workflow(
     create_fields=(Field("node", "Affected node (hostname, optional)", kind="node", required=False),),
     waiting_states=frozenset({S.WAITING}),
     editable_states=frozenset({S.OPEN, S.IN_PROGRESS, S.WAITING}),
-    sla={"critical": dt.timedelta(hours=4), "high": dt.timedelta(hours=24), "normal": dt.timedelta(days=3),
-         "low": dt.timedelta(days=10)},
+    sla={
+        "critical": dt.timedelta(hours=4),
+        "high": dt.timedelta(hours=24),
+        "normal": dt.timedelta(days=3),
+        "low": dt.timedelta(days=10),
+    },
     description=__doc__ or "",
 )

@@ -75,8 +75,10 @@ def _on_create(ticket: Ticket, values: Mapping[str, Any]) -> None:
 
     pk = _request_pk(values.get("request"))
     if pk is None or not request_ticket_link(request_id=pk, ticket=ticket):
-        raise GuardError(f"No procurement request {values.get('request')!r} without a ticket.",
-                         field_errors={"request": "Unknown request, or it has a ticket already."})
+        raise GuardError(
+            f"No procurement request {values.get('request')!r} without a ticket.",
+            field_errors={"request": "Unknown request, or it has a ticket already."},
+        )
 
 
 def plan_preview(ticket: Ticket) -> list[PlannedChange]:
@@ -85,11 +87,21 @@ def plan_preview(ticket: Ticket) -> list[PlannedChange]:
     if req is None:
         return []
     url = f"/admin/procurement/procurementrequest/{req.pk}/change/"
-    changes = [PlannedChange(req.reference, "order", "", f"{line.quantity} x {line.item} at {line.site.code} = "
-                             f"{line.amount:,.2f} {req.currency}", url)
-               for line in req.lines.select_related("site", "server_model", "accelerator_model", "part_model")]
-    changes.append(PlannedChange(req.reference, "total", "", f"{req.total_amount:,.2f} {req.currency} "
-                                 f"(budget {req.budget_code})", url))
+    changes = [
+        PlannedChange(
+            req.reference,
+            "order",
+            "",
+            f"{line.quantity} x {line.item} at {line.site.code} = {line.amount:,.2f} {req.currency}",
+            url,
+        )
+        for line in req.lines.select_related("site", "server_model", "accelerator_model", "part_model")
+    ]
+    changes.append(
+        PlannedChange(
+            req.reference, "total", "", f"{req.total_amount:,.2f} {req.currency} (budget {req.budget_code})", url
+        )
+    )
     return changes
 
 
@@ -112,8 +124,11 @@ def chain_exists(ticket: Ticket, values: Mapping[str, Any]) -> list[str]:
 
 def no_po_yet(ticket: Ticket, values: Mapping[str, Any]) -> list[str]:
     req = _request(ticket)
-    return [f"{req.reference} has PO {req.po_number}; it is cancelled in the procurement system."] if (
-        req and req.po_number) else []
+    return (
+        [f"{req.reference} has PO {req.po_number}; it is cancelled in the procurement system."]
+        if (req and req.po_number)
+        else []
+    )
 
 
 # --- steps (each calls one procurement service, once) -------------------------------------------------------------
@@ -169,16 +184,51 @@ NOTE = Field("note", "Note", kind="textarea", required=False, store=False)
 AFTER_APPROVAL = frozenset({S.ORDERING, S.ORDERED, S.RECEIVING})
 
 TRANSITIONS = (
-    Transition("submit", "Submit for approval", frozenset({S.DRAFT}), S.AWAITING_APPROVAL, "procurement_submit",
-               guards=(chain_exists,), step="submit_request", allow_requester=True, fields=(NOTE,)),
-    Transition("revise", "Revise", frozenset({S.REJECTED}), S.DRAFT, "procurement_submit", step="reopen_request",
-               allow_requester=True, style="secondary", fields=(NOTE,)),
-    Transition("cancel", "Cancel", frozenset({S.DRAFT, S.AWAITING_APPROVAL, S.REJECTED}), S.CANCELLED,
-               "procurement_submit", guards=(no_po_yet,), step="cancel_request", allow_requester=True,
-               allowed_when_paused=True, style="danger",
-               fields=(Field("cancel_reason", "Why cancel", kind="textarea"),)),
-    Transition("retry_order", "Place the PO again", frozenset({S.ORDERING}), S.ORDERING, "procurement_operate",
-               step="retry_order", style="secondary", fields=(NOTE,)),
+    Transition(
+        "submit",
+        "Submit for approval",
+        frozenset({S.DRAFT}),
+        S.AWAITING_APPROVAL,
+        "procurement_submit",
+        guards=(chain_exists,),
+        step="submit_request",
+        allow_requester=True,
+        fields=(NOTE,),
+    ),
+    Transition(
+        "revise",
+        "Revise",
+        frozenset({S.REJECTED}),
+        S.DRAFT,
+        "procurement_submit",
+        step="reopen_request",
+        allow_requester=True,
+        style="secondary",
+        fields=(NOTE,),
+    ),
+    Transition(
+        "cancel",
+        "Cancel",
+        frozenset({S.DRAFT, S.AWAITING_APPROVAL, S.REJECTED}),
+        S.CANCELLED,
+        "procurement_submit",
+        guards=(no_po_yet,),
+        step="cancel_request",
+        allow_requester=True,
+        allowed_when_paused=True,
+        style="danger",
+        fields=(Field("cancel_reason", "Why cancel", kind="textarea"),),
+    ),
+    Transition(
+        "retry_order",
+        "Place the PO again",
+        frozenset({S.ORDERING}),
+        S.ORDERING,
+        "procurement_operate",
+        step="retry_order",
+        style="secondary",
+        fields=(NOTE,),
+    ),
     # System transitions: the request's state, mirrored (integrations.procurement.tickets.ticket_sync).
     Transition("submitted", "Submitted", frozenset({S.DRAFT, S.REJECTED}), S.AWAITING_APPROVAL, None),
     Transition("reopened", "Back to draft", frozenset({S.REJECTED, S.AWAITING_APPROVAL}), S.DRAFT, None),
@@ -188,8 +238,13 @@ TRANSITIONS = (
     Transition("receiving", "Partly delivered", frozenset({S.ORDERING, S.ORDERED}), S.RECEIVING, None),
     Transition("received", "Delivered", AFTER_APPROVAL, S.RECEIVED, None),
     Transition("closed", "Received and invoiced", AFTER_APPROVAL | {S.RECEIVED}, S.CLOSED, None),
-    Transition("cancelled", "Cancelled", frozenset({S.DRAFT, S.AWAITING_APPROVAL, S.REJECTED}) | AFTER_APPROVAL,
-               S.CANCELLED, None),
+    Transition(
+        "cancelled",
+        "Cancelled",
+        frozenset({S.DRAFT, S.AWAITING_APPROVAL, S.REJECTED}) | AFTER_APPROVAL,
+        S.CANCELLED,
+        None,
+    ),
 )
 
 
@@ -208,15 +263,25 @@ WORKFLOW = Workflow(
     terminal=frozenset({S.CLOSED, S.CANCELLED}),
     transitions=TRANSITIONS,
     steps=(submit_request, reopen_request, cancel_request, retry_order),
-    create_fields=(Field("request", "Procurement request (PR-<id>)", max_length=32,
-                         help_text="Create the request (lines, budget code) in the admin or the API first."),),
+    create_fields=(
+        Field(
+            "request",
+            "Procurement request (PR-<id>)",
+            max_length=32,
+            help_text="Create the request (lines, budget code) in the admin or the API first.",
+        ),
+    ),
     waiting_states=frozenset({S.AWAITING_APPROVAL, S.ORDERED, S.RECEIVING, S.REJECTED}),
     editable_states=frozenset({S.DRAFT, S.REJECTED}),
     default_group=_group,
     dedup=_dedup,
     on_create=_on_create,
     plan_preview=plan_preview,
-    sla={"critical": dt.timedelta(days=3), "high": dt.timedelta(days=14), "normal": dt.timedelta(days=45),
-         "low": dt.timedelta(days=90)},
+    sla={
+        "critical": dt.timedelta(days=3),
+        "high": dt.timedelta(days=14),
+        "normal": dt.timedelta(days=45),
+        "low": dt.timedelta(days=90),
+    },
     description=__doc__ or "",
 )

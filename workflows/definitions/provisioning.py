@@ -50,8 +50,18 @@ class ProvisioningState(models.TextChoices):
 
 S = ProvisioningState
 TERMINAL = frozenset({S.DONE, S.ROLLED_BACK, S.CANCELLED})
-WORKING = frozenset({S.POSITIONING, S.PLANNING_LINKS, S.AWAITING_CABLING, S.CONFIGURING_PORTS, S.INSTALLING_OS,
-                     S.INSTALLING_DRIVER, S.BURN_IN, S.JOINING})
+WORKING = frozenset(
+    {
+        S.POSITIONING,
+        S.PLANNING_LINKS,
+        S.AWAITING_CABLING,
+        S.CONFIGURING_PORTS,
+        S.INSTALLING_OS,
+        S.INSTALLING_DRIVER,
+        S.BURN_IN,
+        S.JOINING,
+    }
+)
 
 
 def _setting(name: str) -> Any:
@@ -98,8 +108,10 @@ def _on_create(ticket: Ticket, values: Mapping[str, Any]) -> None:
     if values.get("rack"):
         racks = list(Rack.objects.select_related("room").filter(room__site_id=node.site_id, name=values["rack"]))
         if len(racks) != 1:
-            raise GuardError(f"{'No' if not racks else 'More than one'} rack named {values['rack']!r} at {node.site}.",
-                             field_errors={"rack": "Unknown or ambiguous rack."})
+            raise GuardError(
+                f"{'No' if not racks else 'More than one'} rack named {values['rack']!r} at {node.site}.",
+                field_errors={"rack": "Unknown or ambiguous rack."},
+            )
         rack = racks[0]
     if values.get("cluster"):
         cluster = Cluster.objects.filter(name=values["cluster"]).first()
@@ -110,9 +122,16 @@ def _on_create(ticket: Ticket, values: Mapping[str, Any]) -> None:
         if fabric is None:
             raise GuardError(f"No fabric named {values['fabric']!r}.", field_errors={"fabric": "Unknown."})
     try:
-        run = provisioning_create(node=node, ticket=ticket, rack=rack, position=values.get("position"),
-                                  cluster=cluster, os_image=values.get("os_image") or "",
-                                  fabric_id=fabric.pk if fabric else None, actor=ticket.requester)
+        run = provisioning_create(
+            node=node,
+            ticket=ticket,
+            rack=rack,
+            position=values.get("position"),
+            cluster=cluster,
+            os_image=values.get("os_image") or "",
+            fabric_id=fabric.pk if fabric else None,
+            actor=ticket.requester,
+        )
     except ProvisioningError as exc:
         raise GuardError(str(exc)) from exc
     ticket.data.update({"provisioning_id": run.pk, "node_id": node.pk})
@@ -133,9 +152,11 @@ def assign_position(ctx: StepContext) -> StepOutcome:
 
     def go(run: Any) -> StepOutcome:
         where = ctx.effect("position", lambda: provisioning_position(run))
-        return Done(transition="position_assigned",
-                    message=f"{run.hostname} -> {where['rack']} U{where['position']} ({where['face']}); power "
-                            f"{where['power_after_kw']} of {where['power_budget_kw']} kW")
+        return Done(
+            transition="position_assigned",
+            message=f"{run.hostname} -> {where['rack']} U{where['position']} ({where['face']}); power "
+            f"{where['power_after_kw']} of {where['power_budget_kw']} kW",
+        )
 
     return _guarded(ctx, "assign_position", go)
 
@@ -150,9 +171,11 @@ def plan_links(ctx: StepContext) -> StepOutcome:
         kept = f"; {len(planned['existing'])} HCA(s) already cabled" if planned["existing"] else ""
         if planned.get("hcas_created"):
             kept += f"; {planned['hcas_created']} expected HCA(s) added from the fabric design"
-        return Done(transition="links_planned",
-                    message=f"{len(planned['created'])} link(s) planned on {planned['fabric']} "
-                            f"(scalable unit {planned['scalable_unit']}){kept}; cable them, then confirm")
+        return Done(
+            transition="links_planned",
+            message=f"{len(planned['created'])} link(s) planned on {planned['fabric']} "
+            f"(scalable unit {planned['scalable_unit']}){kept}; cable them, then confirm",
+        )
 
     return _guarded(ctx, "plan_links", go)
 
@@ -175,8 +198,9 @@ def configure_ports(ctx: StepContext) -> StepOutcome:
         for link_id in provisioning_node_links(run):
             p = ctx.external(f"port_{link_id}", lambda link_id=link_id: provisioning_port_configure(run, link_id))
             if p.get("dry_run") and p.get("commands"):
-                ctx.log(f"dry run, not applied: {p['switch']} {p['interface']}: {'; '.join(p['commands'])}\n"
-                        f"{p['unified']}")
+                ctx.log(
+                    f"dry run, not applied: {p['switch']} {p['interface']}: {'; '.join(p['commands'])}\n{p['unified']}"
+                )
             pushed.append(p)
         applied = sum(1 for p in pushed if p.get("applied"))
         skipped = sum(1 for p in pushed if p.get("skipped"))
@@ -216,10 +240,14 @@ def install_os(ctx: StepContext) -> StepOutcome:
             raise ProvisioningError(f"OS install {job.ref} {job.status}: {job.message}")
         deadline = ctx.deadline("os_install", dt.timedelta(minutes=_setting("OS_INSTALL_TIMEOUT_MINUTES")))
         if ctx.now >= deadline:
-            raise ProvisioningError(f"OS install {job.ref} still {job.status} after "
-                                    f"{_setting('OS_INSTALL_TIMEOUT_MINUTES')} min")
-        return WaitForEvent(key=os_event_key(run.pk), message=f"OS install {job.ref} {job.status}: {job.message}",
-                            recheck_in=dt.timedelta(seconds=_setting("OS_INSTALL_POLL_SECONDS")))
+            raise ProvisioningError(
+                f"OS install {job.ref} still {job.status} after {_setting('OS_INSTALL_TIMEOUT_MINUTES')} min"
+            )
+        return WaitForEvent(
+            key=os_event_key(run.pk),
+            message=f"OS install {job.ref} {job.status}: {job.message}",
+            recheck_in=dt.timedelta(seconds=_setting("OS_INSTALL_POLL_SECONDS")),
+        )
 
     return _guarded(ctx, "install_os", go)
 
@@ -230,8 +258,10 @@ def install_driver(ctx: StepContext) -> StepOutcome:
     from workflows.rollouts.provisioning.services import baseline_packages, provisioning_driver_install
 
     def go(run: Any) -> StepOutcome:
-        done = [ctx.external(f"driver_{p.component}", lambda p=p: provisioning_driver_install(run, p.pk))
-                for p in baseline_packages(run)]
+        done = [
+            ctx.external(f"driver_{p.component}", lambda p=p: provisioning_driver_install(run, p.pk))
+            for p in baseline_packages(run)
+        ]
         return Done(transition="driver_installed", message="; ".join(f"{d['package']}: {d['summary']}" for d in done))
 
     return _guarded(ctx, "install_driver", go)
@@ -247,8 +277,11 @@ def burn_in(ctx: StepContext) -> StepOutcome:
 
     def go(run: Any) -> StepOutcome:
         def to_burn_in() -> dict[str, int]:
-            return {"changed": nodes_set_status(node_ids=[run.node_id], status=NodeStatus.BURN_IN,
-                                                reason=f"{run.label}: burn-in")}
+            return {
+                "changed": nodes_set_status(
+                    node_ids=[run.node_id], status=NodeStatus.BURN_IN, reason=f"{run.label}: burn-in"
+                )
+            }
 
         ctx.effect("status_burn_in", to_burn_in)
         started = dt.datetime.fromisoformat(ctx.state.setdefault("burn_in_started", ctx.now.isoformat()))
@@ -265,8 +298,11 @@ def burn_in(ctx: StepContext) -> StepOutcome:
         if ctx.now >= ctx.deadline("burn_in", dt.timedelta(minutes=_setting("BURN_IN_TIMEOUT_MINUTES"))):
             raise ProvisioningError(f"burn-in did not pass: {'; '.join(problems) or 'window not completed'}")
         what = "; ".join(problems) if problems else f"healthy since {healthy_since[11:19]} UTC"
-        return WaitForEvent(key=node_reported_key(run.node_id), message=f"burn-in: {what}",
-                            recheck_in=dt.timedelta(seconds=_setting("BURN_IN_POLL_SECONDS")))
+        return WaitForEvent(
+            key=node_reported_key(run.node_id),
+            message=f"burn-in: {what}",
+            recheck_in=dt.timedelta(seconds=_setting("BURN_IN_POLL_SECONDS")),
+        )
 
     return _guarded(ctx, "burn_in", go)
 
@@ -310,12 +346,17 @@ def rollback(ctx: StepContext) -> StepOutcome:
         if done["restored"] is True:
             restored += 1
         elif done["restored"] is False:
-            ctx.log(f"{done['switch']} {done['interface']} not as it was after the restore: "
-                    f"{'; '.join(done.get('problems', [])) or 'running config differs'}", level="warning")
+            ctx.log(
+                f"{done['switch']} {done['interface']} not as it was after the restore: "
+                f"{'; '.join(done.get('problems', [])) or 'running config differs'}",
+                level="warning",
+            )
     undone = ctx.effect("undo_cmdb", lambda: provisioning_undo_cmdb(run))
-    return Done(message=f"{restored} switch port(s) restored, {undone['links_removed']} planned link(s) removed, "
-                        f"rack position {'released' if undone['position_released'] else 'not ours (kept)'}; "
-                        "node back to received")
+    return Done(
+        message=f"{restored} switch port(s) restored, {undone['links_removed']} planned link(s) removed, "
+        f"rack position {'released' if undone['position_released'] else 'not ours (kept)'}; "
+        "node back to received"
+    )
 
 
 @step("cancel_run", label="Release the node", time_limit_s=60)
@@ -332,29 +373,75 @@ def cancel_run(ctx: StepContext) -> StepOutcome:
 NOTE = Field("note", "Note", kind="textarea", required=False, store=False)
 
 TRANSITIONS = (
-    Transition("start", "Start provisioning", frozenset({S.NEW}), S.POSITIONING, "provisioning_start",
-               step="assign_position", allow_requester=True, fields=(NOTE,)),
-    Transition("position_assigned", "Rack position assigned", frozenset({S.POSITIONING}), S.PLANNING_LINKS, None,
-               step="plan_links"),
+    Transition(
+        "start",
+        "Start provisioning",
+        frozenset({S.NEW}),
+        S.POSITIONING,
+        "provisioning_start",
+        step="assign_position",
+        allow_requester=True,
+        fields=(NOTE,),
+    ),
+    Transition(
+        "position_assigned",
+        "Rack position assigned",
+        frozenset({S.POSITIONING}),
+        S.PLANNING_LINKS,
+        None,
+        step="plan_links",
+    ),
     Transition("links_planned", "Links planned", frozenset({S.PLANNING_LINKS}), S.AWAITING_CABLING, None),
-    Transition("confirm_cabling", "Confirm cabling", frozenset({S.AWAITING_CABLING}), S.CONFIGURING_PORTS,
-               "provisioning_cabling", step="configure_ports", fields=(NOTE,),
-               description="The node is racked at the planned position and every planned cable is plugged in."),
-    Transition("ports_configured", "Switch ports configured", frozenset({S.CONFIGURING_PORTS}), S.INSTALLING_OS,
-               None, step="install_os"),
-    Transition("os_installed", "OS installed", frozenset({S.INSTALLING_OS}), S.INSTALLING_DRIVER, None,
-               step="install_driver"),
-    Transition("driver_installed", "Driver installed", frozenset({S.INSTALLING_DRIVER}), S.BURN_IN, None,
-               step="burn_in"),
+    Transition(
+        "confirm_cabling",
+        "Confirm cabling",
+        frozenset({S.AWAITING_CABLING}),
+        S.CONFIGURING_PORTS,
+        "provisioning_cabling",
+        step="configure_ports",
+        fields=(NOTE,),
+        description="The node is racked at the planned position and every planned cable is plugged in.",
+    ),
+    Transition(
+        "ports_configured",
+        "Switch ports configured",
+        frozenset({S.CONFIGURING_PORTS}),
+        S.INSTALLING_OS,
+        None,
+        step="install_os",
+    ),
+    Transition(
+        "os_installed", "OS installed", frozenset({S.INSTALLING_OS}), S.INSTALLING_DRIVER, None, step="install_driver"
+    ),
+    Transition(
+        "driver_installed", "Driver installed", frozenset({S.INSTALLING_DRIVER}), S.BURN_IN, None, step="burn_in"
+    ),
     Transition("burned_in", "Burn-in passed", frozenset({S.BURN_IN}), S.JOINING, None, step="join_cluster"),
     Transition("joined", "Joined the cluster", frozenset({S.JOINING}), S.DONE, None),
-    Transition("rollback", "Roll back", WORKING, S.ROLLED_BACK, "provisioning_rollback", step="rollback",
-               allowed_when_paused=True, style="danger",
-               fields=(Field("note", "Why roll back", kind="textarea", store=False),),
-               description="Undo the steps done so far: switch ports restored, OS install stopped, planned links "
-                           "removed, rack position released, node back to received."),
-    Transition("cancel", "Cancel", frozenset({S.NEW}), S.CANCELLED, "provisioning_start", step="cancel_run",
-               allow_requester=True, style="danger", fields=(Field("cancel_reason", "Why cancel", kind="textarea"),)),
+    Transition(
+        "rollback",
+        "Roll back",
+        WORKING,
+        S.ROLLED_BACK,
+        "provisioning_rollback",
+        step="rollback",
+        allowed_when_paused=True,
+        style="danger",
+        fields=(Field("note", "Why roll back", kind="textarea", store=False),),
+        description="Undo the steps done so far: switch ports restored, OS install stopped, planned links "
+        "removed, rack position released, node back to received.",
+    ),
+    Transition(
+        "cancel",
+        "Cancel",
+        frozenset({S.NEW}),
+        S.CANCELLED,
+        "provisioning_start",
+        step="cancel_run",
+        allow_requester=True,
+        style="danger",
+        fields=(Field("cancel_reason", "Why cancel", kind="textarea"),),
+    ),
 )
 
 
@@ -372,15 +459,28 @@ WORKFLOW = Workflow(
     initial=S.NEW,
     terminal=TERMINAL,
     transitions=TRANSITIONS,
-    steps=(assign_position, plan_links, configure_ports, install_os, install_driver, burn_in, join_cluster,
-           rollback, cancel_run),
+    steps=(
+        assign_position,
+        plan_links,
+        configure_ports,
+        install_os,
+        install_driver,
+        burn_in,
+        join_cluster,
+        rollback,
+        cancel_run,
+    ),
     create_fields=(
         Field("node", "Node (hostname)", kind="node", help_text="A node in status received."),
         Field("cluster", "Cluster to join", required=False),
         Field("rack", "Rack", required=False, help_text="Empty: the first rack at the site with room and power."),
         Field("position", "Lowest U", kind="int", required=False, help_text="Empty: the lowest free position."),
-        Field("fabric", "Compute fabric", required=False,
-              help_text="Empty: the fabric the cluster is cabled to, or the site's only rail-optimised one."),
+        Field(
+            "fabric",
+            "Compute fabric",
+            required=False,
+            help_text="Empty: the fabric the cluster is cabled to, or the site's only rail-optimised one.",
+        ),
         Field("os_image", "OS image", required=False, help_text="Empty: the default image for the card vendor."),
     ),
     waiting_states=frozenset({S.AWAITING_CABLING, S.INSTALLING_OS, S.BURN_IN}),

@@ -81,8 +81,18 @@ S = RepairState
 TERMINAL = frozenset({S.CLOSED, S.CANCELLED})
 OPEN_STATES = frozenset(S.values) - TERMINAL
 # A repair in these states holds its node drained: resuming the node under it would put a broken card to work.
-HOLDS_NODE = frozenset({S.DRAINING, S.DIAGNOSING, S.RESERVING_SPARE, S.WAITING_FOR_SPARE, S.AWAITING_SWAP,
-                        S.UPDATING_CMDB, S.VERIFYING, S.VERIFY_TIMED_OUT})
+HOLDS_NODE = frozenset(
+    {
+        S.DRAINING,
+        S.DIAGNOSING,
+        S.RESERVING_SPARE,
+        S.WAITING_FOR_SPARE,
+        S.AWAITING_SWAP,
+        S.UPDATING_CMDB,
+        S.VERIFYING,
+        S.VERIFY_TIMED_OUT,
+    }
+)
 
 
 def dedup_key_for(accelerator_id: int) -> str:
@@ -102,11 +112,21 @@ def _on_create(ticket: Ticket, values: Mapping[str, Any]) -> None:
     """Remember the failed card and where it sits; link its node."""
     card: Accelerator = values["accelerator"]
     if card.node_id is None or card.slot_index is None:
-        raise GuardError(f"{card} is not installed in a node slot ({card.lifecycle}); nothing to repair in place.",
-                         field_errors={"accelerator": "Not installed in a node."})
+        raise GuardError(
+            f"{card} is not installed in a node slot ({card.lifecycle}); nothing to repair in place.",
+            field_errors={"accelerator": "Not installed in a node."},
+        )
     node = card.node
-    ticket.data.update({"accelerator_id": card.pk, "failed_serial": card.serial or "", "node_id": node.pk,
-                        "node_hostname": node.hostname, "slot_index": card.slot_index, "model_id": card.model_id})
+    ticket.data.update(
+        {
+            "accelerator_id": card.pk,
+            "failed_serial": card.serial or "",
+            "node_id": node.pk,
+            "node_hostname": node.hostname,
+            "slot_index": card.slot_index,
+            "model_id": card.model_id,
+        }
+    )
     link_add(ticket=ticket, obj=node, role=LinkRole.SUBJECT)
 
 
@@ -122,11 +142,15 @@ def swap_serials_match(ticket: Ticket, values: Mapping[str, Any]) -> list[str]:
     errors = []
     where = f"{ticket.data.get('node_hostname')} slot {ticket.data.get('slot_index')}"
     if _norm(values.get("old_serial")) != _norm(ticket.data.get("failed_serial")):
-        errors.append(f"Removed card {values.get('old_serial')} is not the failed card "
-                      f"{ticket.data.get('failed_serial')} of {where}. Check the serial on the card you pulled.")
+        errors.append(
+            f"Removed card {values.get('old_serial')} is not the failed card "
+            f"{ticket.data.get('failed_serial')} of {where}. Check the serial on the card you pulled."
+        )
     if _norm(values.get("new_serial")) != _norm(ticket.data.get("spare_serial")):
-        errors.append(f"Installed card {values.get('new_serial')} is not the reserved spare "
-                      f"{ticket.data.get('spare_serial')}. Install the reserved spare (or cancel and reopen).")
+        errors.append(
+            f"Installed card {values.get('new_serial')} is not the reserved spare "
+            f"{ticket.data.get('spare_serial')}. Install the reserved spare (or cancel and reopen)."
+        )
     return errors
 
 
@@ -143,8 +167,10 @@ def spare_still_reserved(ticket: Ticket, values: Mapping[str, Any]) -> list[str]
     if res is None:
         return ["No spare is reserved for this ticket."]
     if res.status != "active":
-        return [f"The reservation of spare {ticket.data.get('spare_serial')} is {res.status}; "
-                "take 'Reserve a spare again' first."]
+        return [
+            f"The reservation of spare {ticket.data.get('spare_serial')} is {res.status}; "
+            "take 'Reserve a spare again' first."
+        ]
     return []
 
 
@@ -160,8 +186,11 @@ def drain(ctx: StepContext) -> StepOutcome:
     before, waiting = node_drain(ctx, node)
     if waiting is not None:
         return waiting
-    return Done(transition="drained", message=f"{node} drained",
-                data={"node_status_before": before["status_before"], "drain_reason": before["drain_reason"]})
+    return Done(
+        transition="drained",
+        message=f"{node} drained",
+        data={"node_status_before": before["status_before"], "drain_reason": before["drain_reason"]},
+    )
 
 
 @step("reserve_spare", label="Reserve a spare", time_limit_s=120)
@@ -173,13 +202,21 @@ def reserve_spare(ctx: StepContext) -> StepOutcome:
     node = Node.objects.select_related("site").get(pk=ticket.data["node_id"])
 
     def reserve() -> dict[str, Any]:
-        res = spare_reserve(site=node.site, model=card.model, reserved_for=reservation_ref(ticket),
-                            key=f"{ctx.run.effect_prefix}:reserve")
+        res = spare_reserve(
+            site=node.site,
+            model=card.model,
+            reserved_for=reservation_ref(ticket),
+            key=f"{ctx.run.effect_prefix}:reserve",
+        )
         spare = res.accelerator
         link_add(ticket=ticket, obj=spare, role=LinkRole.SPARE)
         procurement_needs_close(ticket=ticket, status=ProcurementNeed.Status.FULFILLED)
-        return {"reservation_id": res.pk, "spare_id": spare.pk, "spare_serial": spare.serial or "",
-                "spare_location_id": spare.stock_location_id}
+        return {
+            "reservation_id": res.pk,
+            "spare_id": spare.pk,
+            "spare_serial": spare.serial or "",
+            "spare_location_id": spare.stock_location_id,
+        }
 
     try:
         result = ctx.effect("reserve", reserve)
@@ -189,9 +226,13 @@ def reserve_spare(ctx: StepContext) -> StepOutcome:
             key=spares_event_key(node.site_id, card.model_id),
             recheck_in=dt.timedelta(minutes=workflows_setting("SPARE_RECHECK_MINUTES")),
             message=f"no {card.model} spare in stock at {node.site}; procurement need #{need.pk} recorded",
-            transition="no_spare" if ticket.state == S.RESERVING_SPARE else None)
-    return Done(transition="spare_reserved", data=result,
-                message=f"spare {result['spare_serial']} reserved for {node} slot {ticket.data['slot_index']}")
+            transition="no_spare" if ticket.state == S.RESERVING_SPARE else None,
+        )
+    return Done(
+        transition="spare_reserved",
+        data=result,
+        message=f"spare {result['spare_serial']} reserved for {node} slot {ticket.data['slot_index']}",
+    )
 
 
 def spares_event_key(site_id: int, model_id: int) -> str:
@@ -213,21 +254,28 @@ def update_cmdb(ctx: StepContext) -> StepOutcome:
 
     def failed_card_out() -> dict[str, Any]:
         card = accelerator_out_of_stock(
-            accelerator=failed, kind=MovementKind.RMA_OUT, ticket_ref=ref, key=f"{prefix}:rma_out",
-            reason=f"{ctx.ticket.reference}: pulled from {node} slot {data['slot_index']} for RMA")
+            accelerator=failed,
+            kind=MovementKind.RMA_OUT,
+            ticket_ref=ref,
+            key=f"{prefix}:rma_out",
+            reason=f"{ctx.ticket.reference}: pulled from {node} slot {data['slot_index']} for RMA",
+        )
         return {"accelerator_id": card.pk, "lifecycle": card.lifecycle}
 
     def spare_in() -> dict[str, Any]:
-        card = reservation_issue(reservation=reservation, node=node, slot_index=data["slot_index"],
-                                 key=f"{prefix}:issue")
+        card = reservation_issue(
+            reservation=reservation, node=node, slot_index=data["slot_index"], key=f"{prefix}:issue"
+        )
         return {"accelerator_id": card.pk, "lifecycle": card.lifecycle}
 
     # Order matters: the slot must be free before the spare goes into it.
     ctx.effect("failed_card_out", failed_card_out)
     ctx.effect("spare_in", spare_in)
     ctx.effect("resolve_health_events", lambda: health_events_resolve(accelerator_id=failed.pk))
-    return Done(transition="cmdb_updated", message=f"{failed} out for RMA, {data['spare_serial']} installed in "
-                                                   f"{node} slot {data['slot_index']}")
+    return Done(
+        transition="cmdb_updated",
+        message=f"{failed} out for RMA, {data['spare_serial']} installed in {node} slot {data['slot_index']}",
+    )
 
 
 @step("verify", label="Verify the card", time_limit_s=60)
@@ -241,18 +289,27 @@ def verify(ctx: StepContext) -> StepOutcome:
     since = dt.datetime.fromisoformat(since_raw)
     seen_at = cards_last_seen(card.node, [card])[card.pk] if card.node_id else card.last_seen_at
     if card.health == "ok" and seen_at is not None and seen_at > since:
-        return Done(transition="verified", data={"verify_since": since_raw},
-                    message=f"{card} reported healthy at {seen_at:%Y-%m-%d %H:%M:%S} UTC")
+        return Done(
+            transition="verified",
+            data={"verify_since": since_raw},
+            message=f"{card} reported healthy at {seen_at:%Y-%m-%d %H:%M:%S} UTC",
+        )
     timeout = dt.timedelta(minutes=workflows_setting("VERIFY_TIMEOUT_MINUTES"))
     deadline = ctx.deadline("verify", timeout)
     if ctx.now >= deadline:
-        return Done(transition="verify_timed_out", data={"verify_since": since_raw},
-                    message=f"no healthy report of {card} within {timeout} (health {card.health})")
+        return Done(
+            transition="verify_timed_out",
+            data={"verify_since": since_raw},
+            message=f"no healthy report of {card} within {timeout} (health {card.health})",
+        )
     # Any report of its node may confirm the card (an unchanged re-report names no cards).
     key = node_reported_key(card.node_id) if card.node_id else f"accelerator:{card.pk}:reported"
-    return WaitForEvent(key=key, data={"verify_since": since_raw},
-                        recheck_in=dt.timedelta(seconds=workflows_setting("VERIFY_POLL_SECONDS")),
-                        message=f"waiting for the agent to report {card} healthy (until {deadline:%H:%M} UTC)")
+    return WaitForEvent(
+        key=key,
+        data={"verify_since": since_raw},
+        recheck_in=dt.timedelta(seconds=workflows_setting("VERIFY_POLL_SECONDS")),
+        message=f"waiting for the agent to report {card} healthy (until {deadline:%H:%M} UTC)",
+    )
 
 
 @step("resume", label="Resume the node", time_limit_s=300)
@@ -264,8 +321,12 @@ def resume(ctx: StepContext) -> StepOutcome:
     next_transition = "node_resumed" if data.get("verdict") == Verdict.REPLACE else "node_resumed_done"
     if data.get("verdict") != Verdict.REPLACE:
         ctx.effect("resolve_health_events", lambda: health_events_resolve(accelerator_id=data["accelerator_id"]))
-    others = [t.reference for t in Ticket.objects.filter(
-        type="repair", is_open=True, links__node=node, state__in=HOLDS_NODE).exclude(pk=ctx.ticket.pk).distinct()]
+    others = [
+        t.reference
+        for t in Ticket.objects.filter(type="repair", is_open=True, links__node=node, state__in=HOLDS_NODE)
+        .exclude(pk=ctx.ticket.pk)
+        .distinct()
+    ]
     if others:
         return Done(transition=next_transition, message=f"{node} stays drained for {', '.join(others)}")
     node_resume(ctx, node, status_before=data.get("node_status_before", "active"))
@@ -278,22 +339,27 @@ def receive_replacement(ctx: StepContext) -> StepOutcome:
     data = ctx.ticket.data
     failed = Accelerator.objects.select_related("model").get(pk=data["accelerator_id"])
     node = Node.objects.select_related("site").get(pk=data["node_id"])
-    location = (StockLocation.objects.filter(pk=data.get("spare_location_id")).first()
-                or warehouse_for(node.site))
+    location = StockLocation.objects.filter(pk=data.get("spare_location_id")).first() or warehouse_for(node.site)
     if location is None:
         return Failed(reason=f"no warehouse at {node.site}; create one in the admin, then retry the step")
 
     def stock() -> dict[str, Any]:
         card = accelerator_receive(
-            model=AcceleratorModel.objects.get(pk=failed.model_id), serial=data["replacement_serial"],
-            location=location, reason=f"{ctx.ticket.reference}: RMA replacement for {failed}",
-            ticket_ref=reservation_ref(ctx.ticket), key=f"{ctx.run.effect_prefix}:rma_back", template=failed)
+            model=AcceleratorModel.objects.get(pk=failed.model_id),
+            serial=data["replacement_serial"],
+            location=location,
+            reason=f"{ctx.ticket.reference}: RMA replacement for {failed}",
+            ticket_ref=reservation_ref(ctx.ticket),
+            key=f"{ctx.run.effect_prefix}:rma_back",
+            template=failed,
+        )
         link_add(ticket=ctx.ticket, obj=card, role=LinkRole.REPLACEMENT)
         return {"replacement_id": card.pk}
 
     result = ctx.effect("replacement_in", stock)
-    return Done(transition="replacement_stocked", data=result,
-                message=f"{data['replacement_serial']} in stock at {location}")
+    return Done(
+        transition="replacement_stocked", data=result, message=f"{data['replacement_serial']} in stock at {location}"
+    )
 
 
 @step("release", label="Release what the ticket holds", time_limit_s=120)
@@ -308,50 +374,139 @@ def release(ctx: StepContext) -> StepOutcome:
 NOTE = Field("note", "Note", kind="textarea", required=False, store=False)
 
 TRANSITIONS = (
-    Transition("start", "Start repair (drain node)", frozenset({S.NEW}), S.DRAINING, "repair_start", step="drain",
-               fields=(NOTE,)),
+    Transition(
+        "start",
+        "Start repair (drain node)",
+        frozenset({S.NEW}),
+        S.DRAINING,
+        "repair_start",
+        step="drain",
+        fields=(NOTE,),
+    ),
     Transition("drained", "Node drained", frozenset({S.DRAINING}), S.DIAGNOSING, None),
-    Transition("diagnose_replace", "Verdict: replace the card", frozenset({S.DIAGNOSING}), S.RESERVING_SPARE,
-               "repair_diagnose", step="reserve_spare", sets={"verdict": Verdict.REPLACE}, fields=(NOTE,)),
-    Transition("diagnose_reseat", "Verdict: reseated", frozenset({S.DIAGNOSING}), S.VERIFYING, "repair_diagnose",
-               step="verify", sets={"verdict": Verdict.RESEAT}, fields=(NOTE,), style="secondary",
-               description="The card was reseated; the agent's next report must show it healthy."),
-    Transition("diagnose_false_alarm", "Verdict: false alarm", frozenset({S.DIAGNOSING}), S.RESUMING,
-               "repair_diagnose", step="resume", sets={"verdict": Verdict.FALSE_ALARM},
-               fields=(Field("note", "Why it is a false alarm", kind="textarea", store=False),), style="secondary"),
+    Transition(
+        "diagnose_replace",
+        "Verdict: replace the card",
+        frozenset({S.DIAGNOSING}),
+        S.RESERVING_SPARE,
+        "repair_diagnose",
+        step="reserve_spare",
+        sets={"verdict": Verdict.REPLACE},
+        fields=(NOTE,),
+    ),
+    Transition(
+        "diagnose_reseat",
+        "Verdict: reseated",
+        frozenset({S.DIAGNOSING}),
+        S.VERIFYING,
+        "repair_diagnose",
+        step="verify",
+        sets={"verdict": Verdict.RESEAT},
+        fields=(NOTE,),
+        style="secondary",
+        description="The card was reseated; the agent's next report must show it healthy.",
+    ),
+    Transition(
+        "diagnose_false_alarm",
+        "Verdict: false alarm",
+        frozenset({S.DIAGNOSING}),
+        S.RESUMING,
+        "repair_diagnose",
+        step="resume",
+        sets={"verdict": Verdict.FALSE_ALARM},
+        fields=(Field("note", "Why it is a false alarm", kind="textarea", store=False),),
+        style="secondary",
+    ),
     Transition("no_spare", "No spare in stock", frozenset({S.RESERVING_SPARE}), S.WAITING_FOR_SPARE, None),
-    Transition("spare_reserved", "Spare reserved", frozenset({S.RESERVING_SPARE, S.WAITING_FOR_SPARE}),
-               S.AWAITING_SWAP, None),
-    Transition("confirm_swap", "Confirm swap", frozenset({S.AWAITING_SWAP}), S.UPDATING_CMDB, "repair_swap",
-               step="update_cmdb", guards=(spare_still_reserved, swap_serials_match),
-               fields=(Field("old_serial", "Serial of the card removed"),
-                       Field("new_serial", "Serial of the card installed"), NOTE),
-               description="Type the serials from the cards' labels; they must match the failed card and the "
-                           "reserved spare."),
-    Transition("reserve_again", "Reserve a spare again", frozenset({S.AWAITING_SWAP}), S.RESERVING_SPARE,
-               "repair_swap", step="reserve_spare", style="secondary", fields=(NOTE,),
-               description="When the reservation expired or the reserved spare turned out bad."),
+    Transition(
+        "spare_reserved", "Spare reserved", frozenset({S.RESERVING_SPARE, S.WAITING_FOR_SPARE}), S.AWAITING_SWAP, None
+    ),
+    Transition(
+        "confirm_swap",
+        "Confirm swap",
+        frozenset({S.AWAITING_SWAP}),
+        S.UPDATING_CMDB,
+        "repair_swap",
+        step="update_cmdb",
+        guards=(spare_still_reserved, swap_serials_match),
+        fields=(
+            Field("old_serial", "Serial of the card removed"),
+            Field("new_serial", "Serial of the card installed"),
+            NOTE,
+        ),
+        description="Type the serials from the cards' labels; they must match the failed card and the reserved spare.",
+    ),
+    Transition(
+        "reserve_again",
+        "Reserve a spare again",
+        frozenset({S.AWAITING_SWAP}),
+        S.RESERVING_SPARE,
+        "repair_swap",
+        step="reserve_spare",
+        style="secondary",
+        fields=(NOTE,),
+        description="When the reservation expired or the reserved spare turned out bad.",
+    ),
     Transition("cmdb_updated", "CMDB updated", frozenset({S.UPDATING_CMDB}), S.VERIFYING, None, step="verify"),
     Transition("verified", "Card verified healthy", frozenset({S.VERIFYING}), S.RESUMING, None, step="resume"),
     Transition("verify_timed_out", "Verification timed out", frozenset({S.VERIFYING}), S.VERIFY_TIMED_OUT, None),
-    Transition("reverify", "Verify again", frozenset({S.VERIFY_TIMED_OUT}), S.VERIFYING, "repair_verify",
-               step="verify", fields=(NOTE,)),
-    Transition("force_resume", "Resume without verification", frozenset({S.VERIFY_TIMED_OUT}), S.RESUMING,
-               "repair_force_resume", step="resume", style="danger",
-               fields=(Field("note", "Why it is safe to resume", kind="textarea", store=False),)),
+    Transition(
+        "reverify",
+        "Verify again",
+        frozenset({S.VERIFY_TIMED_OUT}),
+        S.VERIFYING,
+        "repair_verify",
+        step="verify",
+        fields=(NOTE,),
+    ),
+    Transition(
+        "force_resume",
+        "Resume without verification",
+        frozenset({S.VERIFY_TIMED_OUT}),
+        S.RESUMING,
+        "repair_force_resume",
+        step="resume",
+        style="danger",
+        fields=(Field("note", "Why it is safe to resume", kind="textarea", store=False),),
+    ),
     Transition("node_resumed", "Node resumed", frozenset({S.RESUMING}), S.AWAITING_RMA_SHIPMENT, None),
     Transition("node_resumed_done", "Node resumed, nothing to ship", frozenset({S.RESUMING}), S.CLOSED, None),
-    Transition("record_rma_shipment", "Record RMA shipment", frozenset({S.AWAITING_RMA_SHIPMENT}),
-               S.AWAITING_REPLACEMENT, "repair_rma",
-               fields=(Field("rma_vendor", "Vendor"), Field("rma_number", "RMA number"),
-                       Field("rma_tracking", "Tracking number"), NOTE)),
-    Transition("receive_replacement", "Receive replacement", frozenset({S.AWAITING_REPLACEMENT}),
-               S.RECEIVING_REPLACEMENT, "repair_rma", step="receive_replacement", guards=(replacement_serial_is_new,),
-               fields=(Field("replacement_serial", "Serial of the replacement card"), NOTE)),
+    Transition(
+        "record_rma_shipment",
+        "Record RMA shipment",
+        frozenset({S.AWAITING_RMA_SHIPMENT}),
+        S.AWAITING_REPLACEMENT,
+        "repair_rma",
+        fields=(
+            Field("rma_vendor", "Vendor"),
+            Field("rma_number", "RMA number"),
+            Field("rma_tracking", "Tracking number"),
+            NOTE,
+        ),
+    ),
+    Transition(
+        "receive_replacement",
+        "Receive replacement",
+        frozenset({S.AWAITING_REPLACEMENT}),
+        S.RECEIVING_REPLACEMENT,
+        "repair_rma",
+        step="receive_replacement",
+        guards=(replacement_serial_is_new,),
+        fields=(Field("replacement_serial", "Serial of the replacement card"), NOTE),
+    ),
     Transition("replacement_stocked", "Replacement in stock", frozenset({S.RECEIVING_REPLACEMENT}), S.CLOSED, None),
-    Transition("cancel", "Cancel", OPEN_STATES, S.CANCELLED, "repair_cancel", step="release", allow_requester=True,
-               allowed_when_paused=True, style="danger",
-               fields=(Field("cancel_reason", "Why cancel", kind="textarea"),)),
+    Transition(
+        "cancel",
+        "Cancel",
+        OPEN_STATES,
+        S.CANCELLED,
+        "repair_cancel",
+        step="release",
+        allow_requester=True,
+        allowed_when_paused=True,
+        style="danger",
+        fields=(Field("cancel_reason", "Why cancel", kind="textarea"),),
+    ),
 )
 
 WORKFLOW = Workflow(
@@ -364,13 +519,25 @@ WORKFLOW = Workflow(
     transitions=TRANSITIONS,
     steps=(drain, reserve_spare, update_cmdb, verify, resume, receive_replacement, release),
     create_fields=(Field("accelerator", "Failed card (serial)", kind="accelerator"),),
-    waiting_states=frozenset({S.WAITING_FOR_SPARE, S.AWAITING_SWAP, S.VERIFY_TIMED_OUT, S.AWAITING_RMA_SHIPMENT,
-                              S.AWAITING_REPLACEMENT, S.DIAGNOSING}),
+    waiting_states=frozenset(
+        {
+            S.WAITING_FOR_SPARE,
+            S.AWAITING_SWAP,
+            S.VERIFY_TIMED_OUT,
+            S.AWAITING_RMA_SHIPMENT,
+            S.AWAITING_REPLACEMENT,
+            S.DIAGNOSING,
+        }
+    ),
     default_group=lambda: workflows_setting("REPAIR_ASSIGNEE_GROUP"),
     start_transition="start",
     dedup=_dedup,
     on_create=_on_create,
-    sla={"critical": dt.timedelta(hours=8), "high": dt.timedelta(days=2), "normal": dt.timedelta(days=5),
-         "low": dt.timedelta(days=14)},
+    sla={
+        "critical": dt.timedelta(hours=8),
+        "high": dt.timedelta(days=2),
+        "normal": dt.timedelta(days=5),
+        "low": dt.timedelta(days=14),
+    },
     description=__doc__ or "",
 )

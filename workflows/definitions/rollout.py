@@ -102,15 +102,17 @@ def _on_create(ticket: Ticket, values: Mapping[str, Any]) -> None:
     selector = NodeSelector.from_dict(values)
     try:
         options = RolloutOptions.from_dict(values)
-        rollout = rollout_create(package=package, selector=selector, options=options, actor=ticket.requester,
-                                 ticket=ticket)
+        rollout = rollout_create(
+            package=package, selector=selector, options=options, actor=ticket.requester, ticket=ticket
+        )
     except (ValueError, RolloutError) as exc:
         raise GuardError(str(exc)) from exc
     ticket.data["rollout_id"] = rollout.pk
     rollback_plan = ticket.rollback_plan or (
         "A node that fails is rolled back to its previous version at once, left drained and flagged. Failures "
         "over a wave's budget pause the rollout. 'Roll back all' reverts every completed node, newest first, "
-        f"with `{package.rollback_command}`.")
+        f"with `{package.rollback_command}`."
+    )
     scope: dict[str, Any] = {}
     if len(selector.clusters) == 1:
         from cmdb.models import Cluster
@@ -139,7 +141,8 @@ def _change_plan_fill(ticket: Ticket, rollout: Any) -> None:
         f"({RolloutOptions.from_dict(rollout.options).describe()}). Per node: drain, install, "
         f"{'reboot, ' if package.requires_reboot else ''}verify from a fresh agent report (target version, the "
         f"same cards, all healthy), resume. {len(plan['refused'])} node(s) refused at planning, "
-        f"{len(plan['skipped'])} already current.")
+        f"{len(plan['skipped'])} already current."
+    )
     Ticket.objects.filter(pk=ticket.pk, change_plan="").update(change_plan=text)
 
 
@@ -150,13 +153,22 @@ def _plan_preview(ticket: Ticket) -> list[PlannedChange]:
     """One line per node (the first PREVIEW_LIMIT in wave order), then a summary line."""
     from workflows.rollouts.models import NodeRun, NodeRunAction
 
-    runs = NodeRun.objects.filter(rollout__ticket=ticket, action=NodeRunAction.UPGRADE).select_related(
-        "wave", "rollout").order_by("wave__index", "position")
+    runs = (
+        NodeRun.objects.filter(rollout__ticket=ticket, action=NodeRunAction.UPGRADE)
+        .select_related("wave", "rollout")
+        .order_by("wave__index", "position")
+    )
     total = runs.count()
-    lines = [PlannedChange(obj=f"{r.hostname} ({r.wave.get_kind_display().lower()} {r.wave.index})",
-                           field=r.rollout.component, before=r.previous_version, after=r.target_version,
-                           url=f"/admin/cmdb/node/{r.node_id}/change/" if r.node_id else "")
-             for r in runs[:PREVIEW_LIMIT]]
+    lines = [
+        PlannedChange(
+            obj=f"{r.hostname} ({r.wave.get_kind_display().lower()} {r.wave.index})",
+            field=r.rollout.component,
+            before=r.previous_version,
+            after=r.target_version,
+            url=f"/admin/cmdb/node/{r.node_id}/change/" if r.node_id else "",
+        )
+        for r in runs[:PREVIEW_LIMIT]
+    ]
     if total > PREVIEW_LIMIT:
         lines.append(PlannedChange(obj=f"… and {total - PREVIEW_LIMIT} more nodes", field="", before="", after=""))
     return lines
@@ -199,8 +211,11 @@ def _watch(ctx: StepContext) -> StepOutcome:
     if rollout.status in ("running", "aborting", "rolling_back"):
         done = rollout.node_runs.filter(state__in=["succeeded", "failed", "cancelled"]).count()
         total = rollout.node_runs.count()
-        return WaitForEvent(key=watch_event_key(rollout.pk), recheck_in=WATCH_POLL,
-                            message=f"{rollout.get_status_display()}: {done} of {total} node runs done")
+        return WaitForEvent(
+            key=watch_event_key(rollout.pk),
+            recheck_in=WATCH_POLL,
+            message=f"{rollout.get_status_display()}: {done} of {total} node runs done",
+        )
     return Done(message=f"rollout {rollout.get_status_display().lower()}")
 
 
@@ -222,8 +237,10 @@ def _service(ctx: StepContext, name: str, fn_name: str, **kwargs: Any) -> None:
 
 def _plan_summary(rollout: Any) -> str:
     plan = rollout.plan
-    return (f"{plan.get('node_count', 0)} node(s) planned in {len(plan.get('wave_sizes', []))} wave(s), "
-            f"{len(plan.get('refused', []))} refused, {len(plan.get('skipped', []))} already current")
+    return (
+        f"{plan.get('node_count', 0)} node(s) planned in {len(plan.get('wave_sizes', []))} wave(s), "
+        f"{len(plan.get('refused', []))} refused, {len(plan.get('skipped', []))} already current"
+    )
 
 
 @step("prepare", label="Prepare the plan", time_limit_s=600)
@@ -299,38 +316,104 @@ ANY_PLAN = frozenset({S.PREPARING, S.DRAFT, S.AWAITING_APPROVAL, S.REJECTED})
 
 TRANSITIONS = (
     Transition("prepared", "Plan ready", frozenset({S.PREPARING}), S.DRAFT, None),
-    Transition("submit", "Submit for approval", frozenset({S.DRAFT}), S.AWAITING_APPROVAL, "rollout_submit",
-               guards=(plan_changes_nodes,), allow_requester=True, fields=(NOTE,)),
-    Transition("replan", "Plan again", frozenset({S.DRAFT, S.REJECTED}), S.PREPARING, "rollout_submit",
-               step="replan", allow_requester=True, style="secondary"),
+    Transition(
+        "submit",
+        "Submit for approval",
+        frozenset({S.DRAFT}),
+        S.AWAITING_APPROVAL,
+        "rollout_submit",
+        guards=(plan_changes_nodes,),
+        allow_requester=True,
+        fields=(NOTE,),
+    ),
+    Transition(
+        "replan",
+        "Plan again",
+        frozenset({S.DRAFT, S.REJECTED}),
+        S.PREPARING,
+        "rollout_submit",
+        step="replan",
+        allow_requester=True,
+        style="secondary",
+    ),
     Transition("approve", "Approved", frozenset({S.AWAITING_APPROVAL}), S.RUNNING, None, step="run"),
     Transition("reject", "Rejected", frozenset({S.AWAITING_APPROVAL}), S.REJECTED, None),
-    Transition("revise", "Revise", frozenset({S.REJECTED}), S.DRAFT, "rollout_submit", allow_requester=True,
-               style="secondary"),
-    Transition("pause", "Pause", frozenset({S.RUNNING}), S.PAUSED, "rollout_operate", step="pause",
-               style="secondary", fields=(NOTE,)),
+    Transition(
+        "revise", "Revise", frozenset({S.REJECTED}), S.DRAFT, "rollout_submit", allow_requester=True, style="secondary"
+    ),
+    Transition(
+        "pause",
+        "Pause",
+        frozenset({S.RUNNING}),
+        S.PAUSED,
+        "rollout_operate",
+        step="pause",
+        style="secondary",
+        fields=(NOTE,),
+    ),
     Transition("auto_paused", "Paused automatically", frozenset({S.RUNNING, S.ROLLING_BACK}), S.PAUSED, None),
-    Transition("resume", "Resume", frozenset({S.PAUSED}), S.RUNNING, "rollout_operate", step="run", fields=(NOTE,),
-               description="Continue the rollout. Failures seen so far count as looked at: only new failures "
-                           "over a wave's budget pause it again."),
+    Transition(
+        "resume",
+        "Resume",
+        frozenset({S.PAUSED}),
+        S.RUNNING,
+        "rollout_operate",
+        step="run",
+        fields=(NOTE,),
+        description="Continue the rollout. Failures seen so far count as looked at: only new failures "
+        "over a wave's budget pause it again.",
+    ),
     # From aborting too: an abort that lost the race against the last node finishing finds the rollout complete.
     Transition("completed", "Completed", frozenset({S.RUNNING, S.ABORTING}), S.COMPLETED, None),
-    Transition("abort", "Abort", frozenset({S.RUNNING, S.PAUSED}), S.ABORTING, "rollout_abort", step="abort",
-               style="danger", fields=(Field("note", "Why abort", kind="textarea", store=False),)),
+    Transition(
+        "abort",
+        "Abort",
+        frozenset({S.RUNNING, S.PAUSED}),
+        S.ABORTING,
+        "rollout_abort",
+        step="abort",
+        style="danger",
+        fields=(Field("note", "Why abort", kind="textarea", store=False),),
+    ),
     Transition("aborted", "Aborted", frozenset({S.ABORTING}), S.ABORTED, None),
-    Transition("rollback_all", "Roll back all", frozenset({S.PAUSED, S.COMPLETED, S.ABORTED}), S.ROLLING_BACK,
-               "rollout_rollback", step="rollback_all", guards=(nothing_in_flight,), style="danger",
-               fields=(Field("note", "Why roll back", kind="textarea", store=False),),
-               description="Revert every node this rollout completed, newest first, in waves under the same "
-                           "capacity limits."),
-    Transition("rolling_back_resumed", "Rolling back again", frozenset({S.RUNNING}), S.ROLLING_BACK, None,
-               step="watch"),
+    Transition(
+        "rollback_all",
+        "Roll back all",
+        frozenset({S.PAUSED, S.COMPLETED, S.ABORTED}),
+        S.ROLLING_BACK,
+        "rollout_rollback",
+        step="rollback_all",
+        guards=(nothing_in_flight,),
+        style="danger",
+        fields=(Field("note", "Why roll back", kind="textarea", store=False),),
+        description="Revert every node this rollout completed, newest first, in waves under the same capacity limits.",
+    ),
+    Transition(
+        "rolling_back_resumed", "Rolling back again", frozenset({S.RUNNING}), S.ROLLING_BACK, None, step="watch"
+    ),
     Transition("rolled_back", "Rolled back", frozenset({S.ROLLING_BACK}), S.ROLLED_BACK, None),
-    Transition("close", "Close", frozenset({S.COMPLETED, S.ABORTED}), S.CLOSED, "rollout_submit",
-               allow_requester=True, style="secondary", fields=(NOTE,)),
-    Transition("cancel", "Cancel", ANY_PLAN, S.CANCELLED, "rollout_submit", step="cancel", allow_requester=True,
-               allowed_when_paused=True, style="danger",
-               fields=(Field("cancel_reason", "Why cancel", kind="textarea"),)),
+    Transition(
+        "close",
+        "Close",
+        frozenset({S.COMPLETED, S.ABORTED}),
+        S.CLOSED,
+        "rollout_submit",
+        allow_requester=True,
+        style="secondary",
+        fields=(NOTE,),
+    ),
+    Transition(
+        "cancel",
+        "Cancel",
+        ANY_PLAN,
+        S.CANCELLED,
+        "rollout_submit",
+        step="cancel",
+        allow_requester=True,
+        allowed_when_paused=True,
+        style="danger",
+        fields=(Field("cancel_reason", "Why cancel", kind="textarea"),),
+    ),
 )
 
 
@@ -356,14 +439,28 @@ CREATE_FIELDS = (
     Field("canary_size", "Canary nodes", kind="int", required=False, help_text="Default 1."),
     Field("wave_size", "Wave size (nodes)", kind="int", required=False, help_text="Or a percentage below."),
     Field("wave_percent", "Wave size (% of nodes)", kind="int", required=False, help_text="Default 10."),
-    Field("max_per_cluster", "Max drained at once per cluster", kind="int", required=False,
-          help_text="Never more than the cluster's capacity floor allows; empty or 0: the floor alone. A failed "
-                    "node left drained counts until it is back in service."),
-    Field("max_per_rack", "Max drained at once per rack", kind="int", required=False,
-          help_text="Default 1; 0: no limit per rack. A failed node left drained counts until it is back in "
-                    "service."),
-    Field("failure_budget", "Failures per wave before pausing", kind="int", required=False,
-          help_text="Default 1; the canary tolerates none."),
+    Field(
+        "max_per_cluster",
+        "Max drained at once per cluster",
+        kind="int",
+        required=False,
+        help_text="Never more than the cluster's capacity floor allows; empty or 0: the floor alone. A failed "
+        "node left drained counts until it is back in service.",
+    ),
+    Field(
+        "max_per_rack",
+        "Max drained at once per rack",
+        kind="int",
+        required=False,
+        help_text="Default 1; 0: no limit per rack. A failed node left drained counts until it is back in service.",
+    ),
+    Field(
+        "failure_budget",
+        "Failures per wave before pausing",
+        kind="int",
+        required=False,
+        help_text="Default 1; the canary tolerates none.",
+    ),
     Field("pause_after_canary", "Pause after the canary", kind="bool", required=False),
 )
 
@@ -376,8 +473,13 @@ WORKFLOW = Workflow(
     terminal=TERMINAL,
     transitions=TRANSITIONS,
     steps=(prepare, run, watch, pause, abort, rollback_all, replan, cancel),
-    approval=ApprovalRule(state=S.AWAITING_APPROVAL, required=_approvals_required, permission="rollout_approve",
-                          approve_transition="approve", reject_transition="reject"),
+    approval=ApprovalRule(
+        state=S.AWAITING_APPROVAL,
+        required=_approvals_required,
+        permission="rollout_approve",
+        approve_transition="approve",
+        reject_transition="reject",
+    ),
     is_change=True,
     create_fields=CREATE_FIELDS,
     waiting_states=frozenset({S.PAUSED, S.AWAITING_APPROVAL}),

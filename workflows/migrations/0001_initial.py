@@ -8,246 +8,585 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('auth', '0012_alter_user_first_name_max_length'),
-        ('cmdb', '0002_stock_ledger'),
+        ("auth", "0012_alter_user_first_name_max_length"),
+        ("cmdb", "0002_stock_ledger"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='StepRun',
+            name="StepRun",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('step', models.CharField(max_length=64)),
-                ('sequence', models.PositiveIntegerField(default=1)),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('running', 'Running'), ('retry', 'Retry scheduled'), ('waiting', 'Waiting'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('cancelled', 'Cancelled')], db_index=True, default='pending', max_length=16)),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('max_attempts', models.PositiveIntegerField(default=5)),
-                ('time_limit_s', models.PositiveIntegerField(default=300)),
-                ('wait_key', models.CharField(blank=True, db_index=True, help_text='The event a waiting run waits for (runs_wake_for_event).', max_length=128)),
-                ('wake_at', models.DateTimeField(blank=True, db_index=True, help_text='When a waiting or retrying run is due to run again.', null=True)),
-                ('state', models.JSONField(blank=True, default=dict, help_text="The step's own memory between attempts.")),
-                ('error', models.TextField(blank=True)),
-                ('worker', models.CharField(blank=True, max_length=200)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('ended_at', models.DateTimeField(blank=True, null=True)),
-                ('actor', models.ForeignKey(blank=True, help_text="Whose transition started the step (CMDB changes' actor).", null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("id", models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
+                ("step", models.CharField(max_length=64)),
+                ("sequence", models.PositiveIntegerField(default=1)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("running", "Running"),
+                            ("retry", "Retry scheduled"),
+                            ("waiting", "Waiting"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        db_index=True,
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                ("max_attempts", models.PositiveIntegerField(default=5)),
+                ("time_limit_s", models.PositiveIntegerField(default=300)),
+                (
+                    "wait_key",
+                    models.CharField(
+                        blank=True,
+                        db_index=True,
+                        help_text="The event a waiting run waits for (runs_wake_for_event).",
+                        max_length=128,
+                    ),
+                ),
+                (
+                    "wake_at",
+                    models.DateTimeField(
+                        blank=True,
+                        db_index=True,
+                        help_text="When a waiting or retrying run is due to run again.",
+                        null=True,
+                    ),
+                ),
+                (
+                    "state",
+                    models.JSONField(blank=True, default=dict, help_text="The step's own memory between attempts."),
+                ),
+                ("error", models.TextField(blank=True)),
+                ("worker", models.CharField(blank=True, max_length=200)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("ended_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "actor",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="Whose transition started the step (CMDB changes' actor).",
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['created_at'],
+                "ordering": ["created_at"],
             },
         ),
         migrations.CreateModel(
-            name='StepLogLine',
+            name="StepLogLine",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('at', models.DateTimeField()),
-                ('level', models.CharField(default='info', max_length=8)),
-                ('message', models.CharField(max_length=1000)),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='log_lines', to='workflows.steprun')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("at", models.DateTimeField()),
+                ("level", models.CharField(default="info", max_length=8)),
+                ("message", models.CharField(max_length=1000)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="log_lines", to="workflows.steprun"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['at', 'id'],
+                "ordering": ["at", "id"],
             },
         ),
         migrations.CreateModel(
-            name='Ticket',
+            name="Ticket",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('type', models.CharField(db_index=True, help_text="Workflow name, e.g. 'repair'.", max_length=32)),
-                ('title', models.CharField(max_length=200)),
-                ('description', models.TextField(blank=True)),
-                ('state', models.CharField(db_index=True, max_length=32)),
-                ('priority', models.CharField(choices=[('critical', 'Critical'), ('high', 'High'), ('normal', 'Normal'), ('low', 'Low')], default='normal', max_length=16)),
-                ('correlation_id', models.CharField(max_length=64, unique=True)),
-                ('dedup_key', models.CharField(blank=True, db_index=True, help_text="At most one open ticket per key, e.g. 'repair:accelerator:42'.", max_length=128)),
-                ('is_open', models.BooleanField(db_index=True, default=True)),
-                ('is_paused', models.BooleanField(default=False, help_text='Automated steps wait until resumed.')),
-                ('change_plan', models.TextField(blank=True, help_text='What will be done, step by step (change tickets).')),
-                ('rollback_plan', models.TextField(blank=True, help_text='How to undo it (change tickets).')),
-                ('data', models.JSONField(blank=True, default=dict)),
-                ('approval_round', models.PositiveIntegerField(default=0, help_text='Bumped on each submit; old votes lapse.')),
-                ('due_at', models.DateTimeField(blank=True, help_text="From the type's SLA for this priority.", null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('closed_at', models.DateTimeField(blank=True, null=True)),
-                ('assignee', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='tickets_assigned', to=settings.AUTH_USER_MODEL)),
-                ('assignee_group', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='tickets_assigned', to='auth.group')),
-                ('cluster', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='tickets', to='cmdb.cluster')),
-                ('requester', models.ForeignKey(blank=True, help_text='Empty when opened by the system.', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='tickets_requested', to=settings.AUTH_USER_MODEL)),
-                ('site', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='tickets', to='cmdb.site')),
-                ('watchers', models.ManyToManyField(blank=True, related_name='tickets_watched', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("type", models.CharField(db_index=True, help_text="Workflow name, e.g. 'repair'.", max_length=32)),
+                ("title", models.CharField(max_length=200)),
+                ("description", models.TextField(blank=True)),
+                ("state", models.CharField(db_index=True, max_length=32)),
+                (
+                    "priority",
+                    models.CharField(
+                        choices=[("critical", "Critical"), ("high", "High"), ("normal", "Normal"), ("low", "Low")],
+                        default="normal",
+                        max_length=16,
+                    ),
+                ),
+                ("correlation_id", models.CharField(max_length=64, unique=True)),
+                (
+                    "dedup_key",
+                    models.CharField(
+                        blank=True,
+                        db_index=True,
+                        help_text="At most one open ticket per key, e.g. 'repair:accelerator:42'.",
+                        max_length=128,
+                    ),
+                ),
+                ("is_open", models.BooleanField(db_index=True, default=True)),
+                ("is_paused", models.BooleanField(default=False, help_text="Automated steps wait until resumed.")),
+                (
+                    "change_plan",
+                    models.TextField(blank=True, help_text="What will be done, step by step (change tickets)."),
+                ),
+                ("rollback_plan", models.TextField(blank=True, help_text="How to undo it (change tickets).")),
+                ("data", models.JSONField(blank=True, default=dict)),
+                (
+                    "approval_round",
+                    models.PositiveIntegerField(default=0, help_text="Bumped on each submit; old votes lapse."),
+                ),
+                (
+                    "due_at",
+                    models.DateTimeField(blank=True, help_text="From the type's SLA for this priority.", null=True),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("closed_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "assignee",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="tickets_assigned",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "assignee_group",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="tickets_assigned",
+                        to="auth.group",
+                    ),
+                ),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="tickets",
+                        to="cmdb.cluster",
+                    ),
+                ),
+                (
+                    "requester",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="Empty when opened by the system.",
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="tickets_requested",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "site",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="tickets",
+                        to="cmdb.site",
+                    ),
+                ),
+                (
+                    "watchers",
+                    models.ManyToManyField(blank=True, related_name="tickets_watched", to=settings.AUTH_USER_MODEL),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
-                'permissions': [('operate_ticket', 'Can pause, resume and retry the automated steps of tickets')],
+                "ordering": ["-created_at", "-id"],
+                "permissions": [("operate_ticket", "Can pause, resume and retry the automated steps of tickets")],
             },
         ),
         migrations.AddField(
-            model_name='steprun',
-            name='ticket',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='runs', to='workflows.ticket'),
+            model_name="steprun",
+            name="ticket",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE, related_name="runs", to="workflows.ticket"
+            ),
         ),
         migrations.CreateModel(
-            name='StepEffect',
+            name="StepEffect",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=200, unique=True)),
-                ('name', models.CharField(max_length=64)),
-                ('result', models.JSONField(blank=True, null=True)),
-                ('at', models.DateTimeField()),
-                ('run', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='effects', to='workflows.steprun')),
-                ('ticket', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='effects', to='workflows.ticket')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("key", models.CharField(max_length=200, unique=True)),
+                ("name", models.CharField(max_length=64)),
+                ("result", models.JSONField(blank=True, null=True)),
+                ("at", models.DateTimeField()),
+                (
+                    "run",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="effects",
+                        to="workflows.steprun",
+                    ),
+                ),
+                (
+                    "ticket",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="effects", to="workflows.ticket"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['at', 'id'],
+                "ordering": ["at", "id"],
             },
         ),
         migrations.CreateModel(
-            name='ProcurementNeed',
+            name="ProcurementNeed",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('quantity', models.PositiveIntegerField(default=1)),
-                ('status', models.CharField(choices=[('open', 'Open'), ('fulfilled', 'Fulfilled'), ('cancelled', 'Cancelled')], db_index=True, default='open', max_length=16)),
-                ('reason', models.CharField(blank=True, max_length=300)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('closed_at', models.DateTimeField(blank=True, null=True)),
-                ('accelerator_model', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='cmdb.acceleratormodel')),
-                ('site', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='cmdb.site')),
-                ('ticket', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='procurement_needs', to='workflows.ticket')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("quantity", models.PositiveIntegerField(default=1)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("open", "Open"), ("fulfilled", "Fulfilled"), ("cancelled", "Cancelled")],
+                        db_index=True,
+                        default="open",
+                        max_length=16,
+                    ),
+                ),
+                ("reason", models.CharField(blank=True, max_length=300)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("closed_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "accelerator_model",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to="cmdb.acceleratormodel"
+                    ),
+                ),
+                (
+                    "site",
+                    models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name="+", to="cmdb.site"),
+                ),
+                (
+                    "ticket",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="procurement_needs",
+                        to="workflows.ticket",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='Approval',
+            name="Approval",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('round', models.PositiveIntegerField()),
-                ('approver_repr', models.CharField(max_length=150)),
-                ('decision', models.CharField(choices=[('approved', 'Approved'), ('rejected', 'Rejected')], max_length=16)),
-                ('comment', models.TextField(blank=True)),
-                ('snapshot', models.JSONField(default=dict)),
-                ('at', models.DateTimeField()),
-                ('approver', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('ticket', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='approvals', to='workflows.ticket')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("round", models.PositiveIntegerField()),
+                ("approver_repr", models.CharField(max_length=150)),
+                (
+                    "decision",
+                    models.CharField(choices=[("approved", "Approved"), ("rejected", "Rejected")], max_length=16),
+                ),
+                ("comment", models.TextField(blank=True)),
+                ("snapshot", models.JSONField(default=dict)),
+                ("at", models.DateTimeField()),
+                (
+                    "approver",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "ticket",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="approvals", to="workflows.ticket"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['ticket_id', 'round', 'at'],
+                "ordering": ["ticket_id", "round", "at"],
             },
         ),
         migrations.CreateModel(
-            name='TicketLink',
+            name="TicketLink",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('role', models.CharField(choices=[('subject', 'Subject'), ('spare', 'Spare'), ('replacement', 'RMA replacement'), ('related', 'Related')], default='subject', max_length=16)),
-                ('object_repr', models.CharField(max_length=300)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('accelerator', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='cmdb.accelerator')),
-                ('link', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='cmdb.link')),
-                ('node', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='cmdb.node')),
-                ('rack', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='cmdb.rack')),
-                ('switch', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='cmdb.switch')),
-                ('ticket', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='links', to='workflows.ticket')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "role",
+                    models.CharField(
+                        choices=[
+                            ("subject", "Subject"),
+                            ("spare", "Spare"),
+                            ("replacement", "RMA replacement"),
+                            ("related", "Related"),
+                        ],
+                        default="subject",
+                        max_length=16,
+                    ),
+                ),
+                ("object_repr", models.CharField(max_length=300)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "accelerator",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="cmdb.accelerator",
+                    ),
+                ),
+                (
+                    "link",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="cmdb.link",
+                    ),
+                ),
+                (
+                    "node",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="cmdb.node",
+                    ),
+                ),
+                (
+                    "rack",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="cmdb.rack",
+                    ),
+                ),
+                (
+                    "switch",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="cmdb.switch",
+                    ),
+                ),
+                (
+                    "ticket",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="links", to="workflows.ticket"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['ticket_id', 'id'],
+                "ordering": ["ticket_id", "id"],
             },
         ),
         migrations.CreateModel(
-            name='TimelineEntry',
+            name="TimelineEntry",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('at', models.DateTimeField(db_index=True)),
-                ('kind', models.CharField(choices=[('created', 'Created'), ('transition', 'Transition'), ('approval', 'Approval'), ('step', 'Automated step'), ('comment', 'Comment'), ('signal', 'Health signal'), ('assignment', 'Assignment'), ('operator', 'Operator action'), ('note', 'Note')], max_length=16)),
-                ('actor_repr', models.CharField(blank=True, max_length=150)),
-                ('message', models.CharField(max_length=500)),
-                ('body', models.TextField(blank=True, help_text='Comment text.')),
-                ('data', models.JSONField(blank=True, default=dict)),
-                ('actor', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('step_run', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='workflows.steprun')),
-                ('ticket', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='timeline', to='workflows.ticket')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("at", models.DateTimeField(db_index=True)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("created", "Created"),
+                            ("transition", "Transition"),
+                            ("approval", "Approval"),
+                            ("step", "Automated step"),
+                            ("comment", "Comment"),
+                            ("signal", "Health signal"),
+                            ("assignment", "Assignment"),
+                            ("operator", "Operator action"),
+                            ("note", "Note"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("actor_repr", models.CharField(blank=True, max_length=150)),
+                ("message", models.CharField(max_length=500)),
+                ("body", models.TextField(blank=True, help_text="Comment text.")),
+                ("data", models.JSONField(blank=True, default=dict)),
+                (
+                    "actor",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "step_run",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="workflows.steprun",
+                    ),
+                ),
+                (
+                    "ticket",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="timeline", to="workflows.ticket"
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'timeline entries',
-                'ordering': ['at', 'id'],
+                "verbose_name_plural": "timeline entries",
+                "ordering": ["at", "id"],
             },
         ),
         migrations.CreateModel(
-            name='TransitionLog',
+            name="TransitionLog",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=64)),
-                ('source', models.CharField(max_length=32)),
-                ('target', models.CharField(max_length=32)),
-                ('data', models.JSONField(blank=True, default=dict)),
-                ('at', models.DateTimeField()),
-                ('idempotency_key', models.CharField(blank=True, max_length=128, null=True, unique=True)),
-                ('actor', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('ticket', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='transition_logs', to='workflows.ticket')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=64)),
+                ("source", models.CharField(max_length=32)),
+                ("target", models.CharField(max_length=32)),
+                ("data", models.JSONField(blank=True, default=dict)),
+                ("at", models.DateTimeField()),
+                ("idempotency_key", models.CharField(blank=True, max_length=128, null=True, unique=True)),
+                (
+                    "actor",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "ticket",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="transition_logs",
+                        to="workflows.ticket",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['ticket_id', 'at', 'id'],
+                "ordering": ["ticket_id", "at", "id"],
             },
         ),
         migrations.AddField(
-            model_name='steprun',
-            name='transition_log',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='runs', to='workflows.transitionlog'),
+            model_name="steprun",
+            name="transition_log",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="runs",
+                to="workflows.transitionlog",
+            ),
         ),
         migrations.AddIndex(
-            model_name='ticket',
-            index=models.Index(fields=['type', 'state'], name='workflows_t_type_238b8f_idx'),
+            model_name="ticket",
+            index=models.Index(fields=["type", "state"], name="workflows_t_type_238b8f_idx"),
         ),
         migrations.AddIndex(
-            model_name='ticket',
-            index=models.Index(fields=['site', 'is_open'], name='workflows_t_site_id_44fee2_idx'),
+            model_name="ticket",
+            index=models.Index(fields=["site", "is_open"], name="workflows_t_site_id_44fee2_idx"),
         ),
         migrations.AddConstraint(
-            model_name='ticket',
-            constraint=models.UniqueConstraint(condition=models.Q(('is_open', True), models.Q(('dedup_key', ''), _negated=True)), fields=('dedup_key',), name='ticket_one_open_per_dedup_key'),
+            model_name="ticket",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("is_open", True), models.Q(("dedup_key", ""), _negated=True)),
+                fields=("dedup_key",),
+                name="ticket_one_open_per_dedup_key",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='procurementneed',
-            constraint=models.UniqueConstraint(condition=models.Q(('status', 'open')), fields=('ticket',), name='procurementneed_one_open'),
+            model_name="procurementneed",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("status", "open")), fields=("ticket",), name="procurementneed_one_open"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='approval',
-            constraint=models.UniqueConstraint(fields=('ticket', 'round', 'approver'), name='approval_one_vote_per_round'),
+            model_name="approval",
+            constraint=models.UniqueConstraint(
+                fields=("ticket", "round", "approver"), name="approval_one_vote_per_round"
+            ),
         ),
         migrations.AddIndex(
-            model_name='ticketlink',
-            index=models.Index(fields=['node', 'ticket'], name='workflows_t_node_id_8f9e91_idx'),
+            model_name="ticketlink",
+            index=models.Index(fields=["node", "ticket"], name="workflows_t_node_id_8f9e91_idx"),
         ),
         migrations.AddIndex(
-            model_name='ticketlink',
-            index=models.Index(fields=['accelerator', 'ticket'], name='workflows_t_acceler_207e1f_idx'),
+            model_name="ticketlink",
+            index=models.Index(fields=["accelerator", "ticket"], name="workflows_t_acceler_207e1f_idx"),
         ),
         migrations.AddConstraint(
-            model_name='ticketlink',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('accelerator__isnull', True), ('node__isnull', True), ('rack__isnull', True), ('switch__isnull', True)), models.Q(('accelerator__isnull', True), ('link__isnull', True), ('node__isnull', True), ('rack__isnull', True)), models.Q(('accelerator__isnull', True), ('link__isnull', True), ('node__isnull', True), ('switch__isnull', True)), models.Q(('link__isnull', True), ('node__isnull', True), ('rack__isnull', True), ('switch__isnull', True)), models.Q(('accelerator__isnull', True), ('link__isnull', True), ('rack__isnull', True), ('switch__isnull', True)), _connector='OR'), name='ticketlink_one_object'),
+            model_name="ticketlink",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(
+                        ("accelerator__isnull", True),
+                        ("node__isnull", True),
+                        ("rack__isnull", True),
+                        ("switch__isnull", True),
+                    ),
+                    models.Q(
+                        ("accelerator__isnull", True),
+                        ("link__isnull", True),
+                        ("node__isnull", True),
+                        ("rack__isnull", True),
+                    ),
+                    models.Q(
+                        ("accelerator__isnull", True),
+                        ("link__isnull", True),
+                        ("node__isnull", True),
+                        ("switch__isnull", True),
+                    ),
+                    models.Q(
+                        ("link__isnull", True), ("node__isnull", True), ("rack__isnull", True), ("switch__isnull", True)
+                    ),
+                    models.Q(
+                        ("accelerator__isnull", True),
+                        ("link__isnull", True),
+                        ("rack__isnull", True),
+                        ("switch__isnull", True),
+                    ),
+                    _connector="OR",
+                ),
+                name="ticketlink_one_object",
+            ),
         ),
         migrations.AddIndex(
-            model_name='timelineentry',
-            index=models.Index(fields=['ticket', 'at'], name='workflows_t_ticket__10483b_idx'),
+            model_name="timelineentry",
+            index=models.Index(fields=["ticket", "at"], name="workflows_t_ticket__10483b_idx"),
         ),
         migrations.AddIndex(
-            model_name='steprun',
-            index=models.Index(fields=['status', 'wake_at'], name='workflows_s_status_e79294_idx'),
+            model_name="steprun",
+            index=models.Index(fields=["status", "wake_at"], name="workflows_s_status_e79294_idx"),
         ),
         migrations.AddIndex(
-            model_name='steprun',
-            index=models.Index(fields=['status', 'started_at'], name='workflows_s_status_92bc52_idx'),
+            model_name="steprun",
+            index=models.Index(fields=["status", "started_at"], name="workflows_s_status_92bc52_idx"),
         ),
         migrations.AddConstraint(
-            model_name='steprun',
-            constraint=models.UniqueConstraint(fields=('ticket', 'step', 'sequence'), name='steprun_unique_sequence'),
+            model_name="steprun",
+            constraint=models.UniqueConstraint(fields=("ticket", "step", "sequence"), name="steprun_unique_sequence"),
         ),
     ]

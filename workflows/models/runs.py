@@ -18,8 +18,9 @@ class TransitionLog(models.Model):
     name = models.CharField(max_length=64)
     source = models.CharField(max_length=32)
     target = models.CharField(max_length=32)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                              related_name="+")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     data = models.JSONField(default=dict, blank=True)
     at = models.DateTimeField()
     idempotency_key = models.CharField(max_length=128, null=True, blank=True, unique=True)
@@ -67,14 +68,23 @@ class StepRun(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     max_attempts = models.PositiveIntegerField(default=5)
     time_limit_s = models.PositiveIntegerField(default=300)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                              related_name="+", help_text="Whose transition started the step (CMDB changes' actor).")
-    transition_log = models.ForeignKey(TransitionLog, null=True, blank=True, on_delete=models.SET_NULL,
-                                       related_name="runs")
-    wait_key = models.CharField(max_length=128, blank=True, db_index=True,
-                                help_text="The event a waiting run waits for (runs_wake_for_event).")
-    wake_at = models.DateTimeField(null=True, blank=True, db_index=True,
-                                   help_text="When a waiting or retrying run is due to run again.")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Whose transition started the step (CMDB changes' actor).",
+    )
+    transition_log = models.ForeignKey(
+        TransitionLog, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
+    wait_key = models.CharField(
+        max_length=128, blank=True, db_index=True, help_text="The event a waiting run waits for (runs_wake_for_event)."
+    )
+    wake_at = models.DateTimeField(
+        null=True, blank=True, db_index=True, help_text="When a waiting or retrying run is due to run again."
+    )
     state = models.JSONField(default=dict, blank=True, help_text="The step's own memory between attempts.")
     error = models.TextField(blank=True)
     worker = models.CharField(max_length=200, blank=True)

@@ -33,22 +33,35 @@ class Ticket(models.Model):
     priority = models.CharField(max_length=16, choices=TicketPriority.choices, default=TicketPriority.NORMAL)
 
     # SET_NULL: a ticket outlives the accounts and groups that touched it (its timeline keeps the names).
-    requester = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                  related_name="tickets_requested", help_text="Empty when opened by the system.")
-    assignee = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                 related_name="tickets_assigned")
-    assignee_group = models.ForeignKey(Group, null=True, blank=True, on_delete=models.SET_NULL,
-                                       related_name="tickets_assigned")
+    requester = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="tickets_requested",
+        help_text="Empty when opened by the system.",
+    )
+    assignee = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="tickets_assigned"
+    )
+    assignee_group = models.ForeignKey(
+        Group, null=True, blank=True, on_delete=models.SET_NULL, related_name="tickets_assigned"
+    )
     watchers = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="tickets_watched")
 
     # Denormalised from the subject node, so scope grants (cmdb.permissions.register_scope) need no joins.
     site = models.ForeignKey("cmdb.Site", null=True, blank=True, on_delete=models.SET_NULL, related_name="tickets")
-    cluster = models.ForeignKey("cmdb.Cluster", null=True, blank=True, on_delete=models.SET_NULL,
-                                related_name="tickets")
+    cluster = models.ForeignKey(
+        "cmdb.Cluster", null=True, blank=True, on_delete=models.SET_NULL, related_name="tickets"
+    )
 
     correlation_id = models.CharField(max_length=64, unique=True)
-    dedup_key = models.CharField(max_length=128, blank=True, db_index=True,
-                                 help_text="At most one open ticket per key, e.g. 'repair:accelerator:42'.")
+    dedup_key = models.CharField(
+        max_length=128,
+        blank=True,
+        db_index=True,
+        help_text="At most one open ticket per key, e.g. 'repair:accelerator:42'.",
+    )
     is_open = models.BooleanField(default=True, db_index=True)
     is_paused = models.BooleanField(default=False, help_text="Automated steps wait until resumed.")
 
@@ -74,8 +87,9 @@ class Ticket(models.Model):
             ("operate_ticket", "Can pause, resume and retry the automated steps of tickets"),
         ]
         constraints = [
-            models.UniqueConstraint(fields=["dedup_key"], condition=Q(is_open=True) & ~Q(dedup_key=""),
-                                    name="ticket_one_open_per_dedup_key"),
+            models.UniqueConstraint(
+                fields=["dedup_key"], condition=Q(is_open=True) & ~Q(dedup_key=""), name="ticket_one_open_per_dedup_key"
+            ),
         ]
         indexes = [models.Index(fields=["type", "state"]), models.Index(fields=["site", "is_open"])]
 
@@ -108,8 +122,9 @@ class TicketLink(models.Model):
     ticket = models.ForeignKey(Ticket, on_delete=models.CASCADE, related_name="links")
     role = models.CharField(max_length=16, choices=LinkRole.choices, default=LinkRole.SUBJECT)
     node = models.ForeignKey("cmdb.Node", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    accelerator = models.ForeignKey("cmdb.Accelerator", null=True, blank=True, on_delete=models.SET_NULL,
-                                    related_name="+")
+    accelerator = models.ForeignKey(
+        "cmdb.Accelerator", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     rack = models.ForeignKey("cmdb.Rack", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     switch = models.ForeignKey("cmdb.Switch", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     link = models.ForeignKey("cmdb.Link", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -174,16 +189,23 @@ class TimelineEntry(models.Model):
     ticket = models.ForeignKey(Ticket, on_delete=models.CASCADE, related_name="timeline")
     at = models.DateTimeField(db_index=True)
     kind = models.CharField(max_length=16, choices=TimelineKind.choices)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                              related_name="+")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     actor_repr = models.CharField(max_length=150, blank=True)
     message = models.CharField(max_length=500)
     body = models.TextField(blank=True, help_text="Comment text.")
     data = models.JSONField(default=dict, blank=True)
-    step_run = models.ForeignKey("workflows.StepRun", null=True, blank=True, on_delete=models.SET_NULL,
-                                 related_name="+")
-    idempotency_key = models.CharField(max_length=200, null=True, blank=True, unique=True,
-                                       help_text="The API's Idempotency-Key of the comment (scoped per user).")
+    step_run = models.ForeignKey(
+        "workflows.StepRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    idempotency_key = models.CharField(
+        max_length=200,
+        null=True,
+        blank=True,
+        unique=True,
+        help_text="The API's Idempotency-Key of the comment (scoped per user).",
+    )
 
     class Meta:
         ordering = ["at", "id"]

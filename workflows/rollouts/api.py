@@ -43,8 +43,23 @@ class RolloutSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Rollout
-        fields = ["id", "label", "ticket", "package", "component", "target_version", "status", "status_label",
-                  "paused_reason", "selector", "options", "plan", "created_at", "started_at", "finished_at"]
+        fields = [
+            "id",
+            "label",
+            "ticket",
+            "package",
+            "component",
+            "target_version",
+            "status",
+            "status_label",
+            "paused_reason",
+            "selector",
+            "options",
+            "plan",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
         read_only_fields = fields
 
 
@@ -52,8 +67,17 @@ class RolloutBriefSerializer(RolloutSerializer):
     node_count = serializers.SerializerMethodField()
 
     class Meta(RolloutSerializer.Meta):
-        fields = ["id", "label", "ticket", "package", "status", "status_label", "node_count", "created_at",
-                  "finished_at"]
+        fields = [
+            "id",
+            "label",
+            "ticket",
+            "package",
+            "status",
+            "status_label",
+            "node_count",
+            "created_at",
+            "finished_at",
+        ]
         read_only_fields = fields
 
     def get_node_count(self, obj: Rollout) -> int:
@@ -72,8 +96,10 @@ class RolloutViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
     def get_serializer_class(self) -> type[serializers.Serializer]:
         return RolloutBriefSerializer if self.action == "list" else RolloutSerializer
 
-    @extend_schema(responses=OpenApiTypes.OBJECT, parameters=[
-        OpenApiParameter("nodes", str, description="'all': list every node of every wave (large).")])
+    @extend_schema(
+        responses=OpenApiTypes.OBJECT,
+        parameters=[OpenApiParameter("nodes", str, description="'all': list every node of every wave (large).")],
+    )
     @action(detail=True, methods=["get"])
     def progress(self, request: Request, pk: str | None = None) -> Response:
         rollout = self.get_object()
@@ -94,8 +120,9 @@ def package_lookup(text: str) -> DriverPackage:
         package = DriverPackage.objects.filter(pk=int(text)).first()
     else:
         parts = text.replace("=", " ").split()
-        package = (DriverPackage.objects.filter(component=parts[0], version=parts[1]).first()
-                   if len(parts) == 2 else None)
+        package = (
+            DriverPackage.objects.filter(component=parts[0], version=parts[1]).first() if len(parts) == 2 else None
+        )
     if package is None:
         raise ValueError(f"no driver package {text!r} (write '<component> <version>')")
     return package
@@ -131,14 +158,26 @@ class PlanPreviewView(ApiViewMixin, APIView):
             from cmdb.models import Node
 
             names = dict(Node.objects.filter(pk__in=plan.node_ids).values_list("pk", "hostname"))
-        return Response({
-            "package": str(package), "options": options.as_dict(), "node_count": plan.node_count,
-            "waves": [{"index": w.index, "kind": w.kind, "size": len(w.node_ids), "failure_budget": w.failure_budget,
-                       **({"hostnames": [names[n] for n in w.node_ids]} if names else {})} for w in plan.waves],
-            "refused": [r.as_dict() for r in plan.refused],
-            "skipped": [r.as_dict() for r in plan.skipped],
-            "cluster_limits": {str(k): v for k, v in plan.cluster_limits.items() if k is not None},
-        })
+        return Response(
+            {
+                "package": str(package),
+                "options": options.as_dict(),
+                "node_count": plan.node_count,
+                "waves": [
+                    {
+                        "index": w.index,
+                        "kind": w.kind,
+                        "size": len(w.node_ids),
+                        "failure_budget": w.failure_budget,
+                        **({"hostnames": [names[n] for n in w.node_ids]} if names else {}),
+                    }
+                    for w in plan.waves
+                ],
+                "refused": [r.as_dict() for r in plan.refused],
+                "skipped": [r.as_dict() for r in plan.skipped],
+                "cluster_limits": {str(k): v for k, v in plan.cluster_limits.items() if k is not None},
+            }
+        )
 
 
 class ProvisioningProgressView(ApiViewMixin, APIView):
@@ -178,8 +217,9 @@ class OsInstallCallbackView(ApiViewMixin, APIView):
             raise exceptions.PermissionDenied("bad or missing signature")
         data = request.data
         try:
-            run = os_install_callback_record(ref=str(data.get("id", "")), status=str(data.get("status", "")),
-                                             message=str(data.get("message", "")))
+            run = os_install_callback_record(
+                ref=str(data.get("id", "")), status=str(data.get("status", "")), message=str(data.get("message", ""))
+            )
         except ProvisioningError as exc:
             raise exceptions.ValidationError({"status": str(exc)}) from exc
         if run is None:
@@ -187,5 +227,4 @@ class OsInstallCallbackView(ApiViewMixin, APIView):
         return Response({"recorded": True, "provisioning_id": run.pk}, status=202)
 
 
-__all__ = ["OsInstallCallbackView", "PlanPreviewView", "ProvisioningProgressView", "RolloutViewSet",
-           "package_lookup"]
+__all__ = ["OsInstallCallbackView", "PlanPreviewView", "ProvisioningProgressView", "RolloutViewSet", "package_lookup"]

@@ -52,8 +52,11 @@ DEFAULTS: dict[str, Any] = {
     "OS_INSTALL_TIMEOUT_MINUTES": 90,
     "OS_INSTALL_POLL_SECONDS": 60,
     # The image provisioning asks for when the ticket names none: {vendor slug: image}, "default" for the rest.
-    "OS_IMAGES": {"default": "ubuntu-22.04-gpu", "ascend": "openeuler-22.03-sp3-ascend",
-                  "hygon": "openeuler-22.03-sp3-dtk"},
+    "OS_IMAGES": {
+        "default": "ubuntu-22.04-gpu",
+        "ascend": "openeuler-22.03-sp3-ascend",
+        "hygon": "openeuler-22.03-sp3-dtk",
+    },
     # Environment variable with the shared secret that signs OS install callbacks (empty: callbacks refused).
     "OS_INSTALL_CALLBACK_SECRET_ENV": "GPUOPS_OS_INSTALL_CALLBACK_SECRET",
     # Each accelerator vendor's driver component (the one provisioning installs as the baseline).

@@ -47,14 +47,24 @@ def node_locks_acquire(*, node_ids: Iterable[int], owner: LockOwner, reason: str
     ids = list(dict.fromkeys(node_ids))
     now = timezone.now()
     with transaction.atomic():
-        held = {n: (k, label) for n, k, label in NodeLock.objects.filter(
-            node_id__in=ids, released_at__isnull=True).values_list("node_id", "owner_key", "owner_label")}
+        held = {
+            n: (k, label)
+            for n, k, label in NodeLock.objects.filter(node_id__in=ids, released_at__isnull=True).values_list(
+                "node_id", "owner_key", "owner_label"
+            )
+        }
         refused = {n: label for n, (k, label) in held.items() if k != owner.key}
         free = [n for n in ids if n not in held]
 
         def row(node_id: int) -> NodeLock:
-            return NodeLock(node_id=node_id, owner_key=owner.key, owner_label=owner.label[:100],
-                            ticket_id=owner.ticket_id, reason=reason[:300], acquired_at=now)
+            return NodeLock(
+                node_id=node_id,
+                owner_key=owner.key,
+                owner_label=owner.label[:100],
+                ticket_id=owner.ticket_id,
+                reason=reason[:300],
+                acquired_at=now,
+            )
 
         try:
             with transaction.atomic():
@@ -79,8 +89,7 @@ def node_locks_release(*, owner_key: str, node_ids: Iterable[int] | None = None)
 
 def node_locks_held(owner_key: str) -> set[int]:
     """The nodes the owner holds now."""
-    return set(NodeLock.objects.filter(owner_key=owner_key, released_at__isnull=True).values_list("node_id",
-                                                                                                   flat=True))
+    return set(NodeLock.objects.filter(owner_key=owner_key, released_at__isnull=True).values_list("node_id", flat=True))
 
 
 __all__ = ["LockOwner", "node_lock_holders", "node_locks_acquire", "node_locks_held", "node_locks_release"]

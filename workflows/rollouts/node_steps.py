@@ -36,8 +36,9 @@ def exec_target(node: Node) -> ExecTarget:
 
 def scheduler_node(node: Node) -> SchedulerNode:
     cluster = node.cluster
-    return SchedulerNode(name=node.hostname, cluster=cluster.name if cluster else "",
-                         cluster_kind=cluster.kind if cluster else "")
+    return SchedulerNode(
+        name=node.hostname, cluster=cluster.name if cluster else "", cluster_kind=cluster.kind if cluster else ""
+    )
 
 
 def _node(ctx: NodeStepContext) -> Node:
@@ -48,8 +49,13 @@ def _node(ctx: NodeStepContext) -> Node:
 
 
 def _result_json(result: CommandResult) -> dict[str, Any]:
-    return {"exit_status": result.exit_status, "summary": result.summary(), "dry_run": result.dry_run,
-            "stdout_tail": result.stdout[-2000:], "stderr_tail": result.stderr[-2000:]}
+    return {
+        "exit_status": result.exit_status,
+        "summary": result.summary(),
+        "dry_run": result.dry_run,
+        "stdout_tail": result.stdout[-2000:],
+        "stderr_tail": result.stderr[-2000:],
+    }
 
 
 def _command(ctx: NodeStepContext, *, rollback: bool) -> str:
@@ -58,10 +64,15 @@ def _command(ctx: NodeStepContext, *, rollback: bool) -> str:
     run, package = ctx.run, ctx.rollout.package
     if rollback or run.action == NodeRunAction.REVERT:
         back_to = run.previous_version if run.action == NodeRunAction.UPGRADE else run.target_version
-        return command_render(package.rollback_command, previous_version=back_to, version=back_to,
-                              component=package.component)
-    return command_render(package.install_command, version=run.target_version,
-                          previous_version=run.previous_version, component=package.component)
+        return command_render(
+            package.rollback_command, previous_version=back_to, version=back_to, component=package.component
+        )
+    return command_render(
+        package.install_command,
+        version=run.target_version,
+        previous_version=run.previous_version,
+        component=package.component,
+    )
 
 
 def _set_run(run: NodeRun, **fields: Any) -> None:
@@ -89,8 +100,13 @@ def drain(ctx: NodeStepContext) -> Outcome:
             return Fail(f"drain: {node} still runs {left} after {timeout_s / 60:.0f} min; nothing was installed")
         return Wait(rollouts_setting("DRAIN_POLL_SECONDS"), f"{node} still runs {left}")
     if not ctx.run.expected_serials:
-        serials = sorted(s for s in Accelerator.objects.filter(
-            node=node, lifecycle=AcceleratorLifecycle.INSTALLED).values_list("serial", flat=True) if s)
+        serials = sorted(
+            s
+            for s in Accelerator.objects.filter(node=node, lifecycle=AcceleratorLifecycle.INSTALLED).values_list(
+                "serial", flat=True
+            )
+            if s
+        )
         _set_run(ctx.run, expected_serials=serials)
     return Next("install", f"{node} drained ({len(ctx.run.expected_serials)} cards)")
 
@@ -104,8 +120,9 @@ def install(ctx: NodeStepContext) -> Outcome:
         _set_run(ctx.run, verify_since=ctx.now)
     ctx.log(f"running: {command}")
     timeout = float(rollouts_setting("COMMAND_TIMEOUT_SECONDS"))
-    result = ctx.external("command", lambda: _result_json(executor_get().run(exec_target(node), command,
-                                                                             timeout_s=timeout)))
+    result = ctx.external(
+        "command", lambda: _result_json(executor_get().run(exec_target(node), command, timeout_s=timeout))
+    )
     ctx.log(f"result: {result['summary']}", level="info" if result["exit_status"] == 0 else "error")
     if result["dry_run"]:
         _set_run(ctx.run, is_dry_run=True)
@@ -135,8 +152,9 @@ def verification_problems(run: NodeRun, component: str) -> list[str]:
     if node.last_seen_at is None or since is None or node.last_seen_at <= since:
         problems.append("no agent report since the install")
         return problems
-    installed = InstalledSoftware.objects.filter(node=node, component=component).values_list("version",
-                                                                                               flat=True).first()
+    installed = (
+        InstalledSoftware.objects.filter(node=node, component=component).values_list("version", flat=True).first()
+    )
     if installed != run.target_version:
         problems.append(f"{component} reported {installed or 'absent'}, want {run.target_version}")
     cards = {c.serial: c for c in Accelerator.objects.filter(node=node, lifecycle=AcceleratorLifecycle.INSTALLED)}
@@ -144,8 +162,9 @@ def verification_problems(run: NodeRun, component: str) -> list[str]:
     if missing:
         problems.append(f"card(s) missing: {', '.join(missing)}")
     seen = cards_last_seen(node, cards.values())  # an unchanged re-report confirms the cards too
-    stale = [s for s in run.expected_serials if s in cards and (seen[cards[s].pk] is None
-                                                                or seen[cards[s].pk] <= since)]
+    stale = [
+        s for s in run.expected_serials if s in cards and (seen[cards[s].pk] is None or seen[cards[s].pk] <= since)
+    ]
     if stale:
         problems.append(f"card(s) not seen since the install: {', '.join(stale)}")
     sick = [f"{s} ({cards[s].health})" for s in run.expected_serials if s in cards and cards[s].health != "ok"]
@@ -161,13 +180,17 @@ def verify(ctx: NodeStepContext) -> Outcome:
         return Next("resume", "dry run: nothing was installed, so nothing to verify")
     problems = verification_problems(run, ctx.rollout.component)
     if not problems:
-        return Next("resume", f"agent confirms {ctx.rollout.component} {run.target_version}, "
-                              f"{len(run.expected_serials)} cards healthy")
+        return Next(
+            "resume",
+            f"agent confirms {ctx.rollout.component} {run.target_version}, {len(run.expected_serials)} cards healthy",
+        )
     timeout_s = RolloutOptions.from_dict(ctx.rollout.options).verify_timeout_s
     deadline = ctx.deadline("verify", timeout_s)
     if ctx.now >= deadline:
-        return Fail(f"verify: {'; '.join(problems)} (after {timeout_s / 60:.1f} min)",
-                    rollback=run.action == NodeRunAction.UPGRADE)
+        return Fail(
+            f"verify: {'; '.join(problems)} (after {timeout_s / 60:.1f} min)",
+            rollback=run.action == NodeRunAction.UPGRADE,
+        )
     return Wait(rollouts_setting("VERIFY_POLL_SECONDS"), "; ".join(problems))
 
 
@@ -196,19 +219,25 @@ def rollback(ctx: NodeStepContext) -> Outcome:
     node = _node(ctx)
     command = _command(ctx, rollback=True)
     ctx.log(f"rolling back: {command}")
-    result = ctx.external("command", lambda: _result_json(executor_get().run(
-        exec_target(node), command, timeout_s=float(rollouts_setting("COMMAND_TIMEOUT_SECONDS")))))
+    result = ctx.external(
+        "command",
+        lambda: _result_json(
+            executor_get().run(exec_target(node), command, timeout_s=float(rollouts_setting("COMMAND_TIMEOUT_SECONDS")))
+        ),
+    )
     ctx.log(f"rollback result: {result['summary']}", level="info" if result["exit_status"] == 0 else "error")
     if result["exit_status"] != 0:
-        NodeRun.objects.filter(pk=ctx.run.pk).update(error=f"{ctx.run.error}\nrollback failed too: "
-                                                           f"{result['summary']}".strip())
+        NodeRun.objects.filter(pk=ctx.run.pk).update(
+            error=f"{ctx.run.error}\nrollback failed too: {result['summary']}".strip()
+        )
         ctx.run.refresh_from_db(fields=["error"])
         return Next(None, "rollback failed: the node needs a person", final_state=NodeRunState.FAILED)
     if ctx.rollout.package.requires_reboot:
         reboot_result = ctx.external("reboot", lambda: _result_json(executor_get().reboot(exec_target(node))))
         ctx.log(f"reboot after rollback: {reboot_result['summary']}")
-    return Next(None, f"rolled back to {ctx.run.previous_version}; left drained and flagged",
-                final_state=NodeRunState.FAILED)
+    return Next(
+        None, f"rolled back to {ctx.run.previous_version}; left drained and flagged", final_state=NodeRunState.FAILED
+    )
 
 
 STEPS: dict[str, Callable[[NodeStepContext], Outcome]] = {

@@ -43,8 +43,9 @@ class RolloutOptions:
                 continue
             raw = data[f.name]
             if f.name == "eligible_statuses":
-                plan_kwargs[f.name] = frozenset(raw if isinstance(raw, list | tuple | set | frozenset)
-                                                else str(raw).replace(",", " ").split())
+                plan_kwargs[f.name] = frozenset(
+                    raw if isinstance(raw, list | tuple | set | frozenset) else str(raw).replace(",", " ").split()
+                )
             elif f.name in ("wave_percent", "failure_budget_percent"):
                 plan_kwargs[f.name] = _float_or_none(raw)
             elif f.name in ("max_per_cluster", "max_per_rack"):
@@ -57,10 +58,12 @@ class RolloutOptions:
         plan = PlanOptions(**plan_kwargs)
         if "eligible_statuses" not in plan_kwargs:
             plan = replace(plan, eligible_statuses=frozenset(rollouts_setting("ELIGIBLE_STATUSES")))
-        return cls(plan=plan, pause_after_canary=str(data.get("pause_after_canary", "")).lower() in
-                   {"1", "true", "yes", "on"},
-                   drain_timeout_minutes=_int_or_none(data.get("drain_timeout_minutes")),
-                   verify_timeout_minutes=_float_or_none(data.get("verify_timeout_minutes")))
+        return cls(
+            plan=plan,
+            pause_after_canary=str(data.get("pause_after_canary", "")).lower() in {"1", "true", "yes", "on"},
+            drain_timeout_minutes=_int_or_none(data.get("drain_timeout_minutes")),
+            verify_timeout_minutes=_float_or_none(data.get("verify_timeout_minutes")),
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """JSON for the Rollout row; `from_dict` of it gives these options back (the plan is written from it on a
@@ -70,9 +73,12 @@ class RolloutOptions:
         # No limit is stored as 0, as a form sends it: from_dict reads None as "the default" (1 per rack).
         for name in ("max_per_cluster", "max_per_rack"):
             plan[name] = plan[name] or 0
-        return {**plan, "pause_after_canary": self.pause_after_canary,
-                "drain_timeout_minutes": self.drain_timeout_minutes,
-                "verify_timeout_minutes": self.verify_timeout_minutes}
+        return {
+            **plan,
+            "pause_after_canary": self.pause_after_canary,
+            "drain_timeout_minutes": self.drain_timeout_minutes,
+            "verify_timeout_minutes": self.verify_timeout_minutes,
+        }
 
     @property
     def drain_timeout_s(self) -> float:
@@ -87,12 +93,21 @@ class RolloutOptions:
     def describe(self) -> str:
         p = self.plan
         waves = f"{p.wave_size} nodes" if p.wave_size else f"{p.wave_percent:g}% of the nodes"
-        limits = [f"at most {p.max_per_cluster} per cluster" if p.max_per_cluster else "",
-                  f"at most {p.max_per_rack} per rack" if p.max_per_rack else ""]
-        budget = (f"{p.failure_budget_percent:g}% of a wave" if p.failure_budget_percent is not None
-                  else f"{p.failure_budget} per wave")
-        parts = [f"canary of {p.canary_size}", f"then waves of {waves}", *[x for x in limits if x],
-                 f"failure budget {budget} (canary {p.canary_failure_budget})"]
+        limits = [
+            f"at most {p.max_per_cluster} per cluster" if p.max_per_cluster else "",
+            f"at most {p.max_per_rack} per rack" if p.max_per_rack else "",
+        ]
+        budget = (
+            f"{p.failure_budget_percent:g}% of a wave"
+            if p.failure_budget_percent is not None
+            else f"{p.failure_budget} per wave"
+        )
+        parts = [
+            f"canary of {p.canary_size}",
+            f"then waves of {waves}",
+            *[x for x in limits if x],
+            f"failure budget {budget} (canary {p.canary_failure_budget})",
+        ]
         if self.pause_after_canary:
             parts.append("pause after the canary")
         return ", ".join(parts)

@@ -196,8 +196,10 @@ def _refusal(node: NodeFacts, package: PackageFacts, options: PlanOptions) -> Re
     unsupported = [m for m in node.accelerator_model_ids if m not in package.supported_model_ids]
     if unsupported:
         names = ", ".join(sorted(package.model_names.get(m, f"model #{m}") for m in unsupported))
-        return no(RefusalCode.INCOMPATIBLE,
-                  f"{package.component} {package.version} does not support {names} (compatibility matrix)")
+        return no(
+            RefusalCode.INCOMPATIBLE,
+            f"{package.component} {package.version} does not support {names} (compatibility matrix)",
+        )
     if node.locked_by:
         return no(RefusalCode.LOCKED, f"locked by another open change: {node.locked_by}")
     if node.status not in options.eligible_statuses:
@@ -270,8 +272,9 @@ def _pick_canary(candidates: Sequence[NodeFacts], size: int, limits: _Limits) ->
     return picked
 
 
-def _fill_waves(nodes: Sequence[NodeFacts], target: int, cluster_limits: Mapping[int | None, int],
-                max_per_rack: int | None) -> list[list[NodeFacts]]:
+def _fill_waves(
+    nodes: Sequence[NodeFacts], target: int, cluster_limits: Mapping[int | None, int], max_per_rack: int | None
+) -> list[list[NodeFacts]]:
     """Greedy round-robin filling, O(nodes + waves x clusters).
 
     Each cluster holds a rotating queue of racks (nodes without a rack are racks of one); each wave visits
@@ -284,7 +287,8 @@ def _fill_waves(nodes: Sequence[NodeFacts], target: int, cluster_limits: Mapping
         racks_by_cluster[n.cluster_id].setdefault(key, deque()).append(n)
     cluster_queue: deque[tuple[int | None, deque[tuple[object, deque[NodeFacts]]]]] = deque(
         (cid, deque(racks.items()))
-        for cid, racks in sorted(racks_by_cluster.items(), key=lambda kv: -1 if kv[0] is None else kv[0]))
+        for cid, racks in sorted(racks_by_cluster.items(), key=lambda kv: -1 if kv[0] is None else kv[0])
+    )
     unlimited_racks = max_per_rack is None
     waves: list[list[NodeFacts]] = []
     while cluster_queue:
@@ -332,8 +336,9 @@ def cluster_limits_for(clusters: Iterable[ClusterFacts], options: PlanOptions) -
     return limits
 
 
-def plan_build(nodes: Iterable[NodeFacts], clusters: Iterable[ClusterFacts], package: PackageFacts,
-               options: PlanOptions) -> Plan:
+def plan_build(
+    nodes: Iterable[NodeFacts], clusters: Iterable[ClusterFacts], package: PackageFacts, options: PlanOptions
+) -> Plan:
     """Split the selected nodes into a canary and waves under the capacity limits; refuse the rest with reasons.
 
     Pure and deterministic: the same facts give the same plan. Raises ValueError for unusable options.
@@ -351,8 +356,14 @@ def plan_build(nodes: Iterable[NodeFacts], clusters: Iterable[ClusterFacts], pac
         refusal = _refusal(node, package, options)
         if refusal is None and node.cluster_id is not None and limits.get(node.cluster_id, 0) <= 0:
             c = cluster_by_id.get(node.cluster_id)
-            detail = (f"{c.name} is at its capacity floor ({c.floor_percent}%: {c.available} of {c.in_service} "
-                      f"nodes schedulable, {c.required_available} needed)") if c else "cluster capacity unknown"
+            detail = (
+                (
+                    f"{c.name} is at its capacity floor ({c.floor_percent}%: {c.available} of {c.in_service} "
+                    f"nodes schedulable, {c.required_available} needed)"
+                )
+                if c
+                else "cluster capacity unknown"
+            )
             refusal = Refusal(node.id, node.hostname, RefusalCode.FLOOR, detail)
         if refusal is None:
             candidates.append(node)
@@ -371,12 +382,18 @@ def plan_build(nodes: Iterable[NodeFacts], clusters: Iterable[ClusterFacts], pac
     target = options.wave_target(len(candidates))
     for group in _fill_waves(rest, target, limits, options.max_per_rack):
         waves.append(PlannedWave(len(waves), "wave", tuple(n.id for n in group), options.budget_for(len(group))))
-    return Plan(waves=tuple(waves), refused=tuple(refused), skipped=tuple(skipped), cluster_limits=limits,
-                max_per_rack=options.max_per_rack)
+    return Plan(
+        waves=tuple(waves),
+        refused=tuple(refused),
+        skipped=tuple(skipped),
+        cluster_limits=limits,
+        max_per_rack=options.max_per_rack,
+    )
 
 
-def revert_waves(ordered: Sequence[NodeFacts], target: int, cluster_limits: Mapping[int | None, int],
-                 max_per_rack: int | None) -> list[list[int]]:
+def revert_waves(
+    ordered: Sequence[NodeFacts], target: int, cluster_limits: Mapping[int | None, int], max_per_rack: int | None
+) -> list[list[int]]:
     """Waves for "roll back all": keep the given order (newest completed first) as far as the limits allow.
 
     A node that does not fit the current wave moves to the next one, keeping its place relative to the others.
@@ -417,9 +434,15 @@ WAIT_CLUSTER = "cluster limit"
 WAIT_RACK = "rack limit"
 
 
-def nodes_admit(pending: Sequence[NodeFacts], out_of_service: Iterable[NodeFacts], headroom: Mapping[int, int],
-                options: PlanOptions, *, cluster_names: Mapping[int, str] | None = None,
-                rack_names: Mapping[int, str] | None = None) -> Admission:
+def nodes_admit(
+    pending: Sequence[NodeFacts],
+    out_of_service: Iterable[NodeFacts],
+    headroom: Mapping[int, int],
+    options: PlanOptions,
+    *,
+    cluster_names: Mapping[int, str] | None = None,
+    rack_names: Mapping[int, str] | None = None,
+) -> Admission:
     """The runner's live check before it drains the pending nodes of a wave: take them in order, start each one
     that fits, hold back the others.
 
@@ -458,18 +481,21 @@ def nodes_admit(pending: Sequence[NodeFacts], out_of_service: Iterable[NodeFacts
         cname = cnames.get(n.cluster_id, f"cluster #{n.cluster_id}") if n.cluster_id is not None else "(no cluster)"
         schedulable = n.status == "active" and not n.is_cordoned
         if n.cluster_id is not None and schedulable and room.get(n.cluster_id, 0) <= 0:
-            waiting.append(f"{WAIT_FLOOR}: {n.hostname} waits: draining it would take {cname} below its capacity "
-                           "floor")
+            waiting.append(f"{WAIT_FLOOR}: {n.hostname} waits: draining it would take {cname} below its capacity floor")
             continue
         if options.max_per_cluster is not None and clusters[n.cluster_id] >= options.max_per_cluster:
-            waiting.append(f"{WAIT_CLUSTER}: {n.hostname} waits: {cname} has {clusters[n.cluster_id]} node(s) of "
-                           f"this rollout out of service ({who(('cluster', n.cluster_id))}), at most "
-                           f"{options.max_per_cluster} at once")
+            waiting.append(
+                f"{WAIT_CLUSTER}: {n.hostname} waits: {cname} has {clusters[n.cluster_id]} node(s) of "
+                f"this rollout out of service ({who(('cluster', n.cluster_id))}), at most "
+                f"{options.max_per_cluster} at once"
+            )
             continue
         if n.rack_id is not None and options.max_per_rack is not None and racks[n.rack_id] >= options.max_per_rack:
-            waiting.append(f"{WAIT_RACK}: {n.hostname} waits: rack {rnames.get(n.rack_id, n.rack_id)} has "
-                           f"{racks[n.rack_id]} node(s) of this rollout out of service ({who(('rack', n.rack_id))}), "
-                           f"at most {options.max_per_rack} at once")
+            waiting.append(
+                f"{WAIT_RACK}: {n.hostname} waits: rack {rnames.get(n.rack_id, n.rack_id)} has "
+                f"{racks[n.rack_id]} node(s) of this rollout out of service ({who(('rack', n.rack_id))}), "
+                f"at most {options.max_per_rack} at once"
+            )
             continue
         if n.cluster_id is not None and schedulable:
             room[n.cluster_id] = room.get(n.cluster_id, 0) - 1

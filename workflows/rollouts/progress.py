@@ -26,8 +26,10 @@ from .models import (
 FAILURES_SHOWN = 50
 LOG_LINES_PER_FAILURE = 40
 ACTIVE_STATUSES = (RolloutStatus.RUNNING, RolloutStatus.ABORTING, RolloutStatus.ROLLING_BACK)
-PREPARING_MESSAGE = ("Preparing the plan: a worker is writing the waves, node runs and node locks. Approval and "
-                     "start wait until it is written.")
+PREPARING_MESSAGE = (
+    "Preparing the plan: a worker is writing the waves, node runs and node locks. Approval and "
+    "start wait until it is written."
+)
 
 
 def _iso(value: dt.datetime | None) -> str | None:
@@ -38,24 +40,41 @@ def _node_row(run: NodeRun) -> dict[str, Any]:
     steps = list(run.steps.all())
     last = steps[-1] if steps else None
     return {
-        "id": run.pk, "hostname": run.hostname, "action": run.action, "state": run.state,
-        "state_label": run.get_state_display(), "previous_version": run.previous_version,
-        "target_version": run.target_version, "is_flagged": run.is_flagged, "is_dry_run": run.is_dry_run,
-        "step": last.name if last else "", "step_status": last.status if last else "",
-        "step_message": last.message if last else "", "error": run.error,
-        "started_at": _iso(run.started_at), "finished_at": _iso(run.finished_at),
+        "id": run.pk,
+        "hostname": run.hostname,
+        "action": run.action,
+        "state": run.state,
+        "state_label": run.get_state_display(),
+        "previous_version": run.previous_version,
+        "target_version": run.target_version,
+        "is_flagged": run.is_flagged,
+        "is_dry_run": run.is_dry_run,
+        "step": last.name if last else "",
+        "step_status": last.status if last else "",
+        "step_message": last.message if last else "",
+        "error": run.error,
+        "started_at": _iso(run.started_at),
+        "finished_at": _iso(run.finished_at),
     }
 
 
 def _durations(rollout: Rollout) -> tuple[float | None, float | None]:
     """(mean seconds per finished wave, mean seconds per succeeded node), from what already happened."""
-    waves = [(w.finished_at - w.started_at).total_seconds()
-             for w in rollout.waves.filter(status=WaveStatus.DONE, started_at__isnull=False,
-                                           finished_at__isnull=False).only("started_at", "finished_at")]
+    waves = [
+        (w.finished_at - w.started_at).total_seconds()
+        for w in rollout.waves.filter(status=WaveStatus.DONE, started_at__isnull=False, finished_at__isnull=False).only(
+            "started_at", "finished_at"
+        )
+    ]
     # The newest 200 nodes are a fair sample and keep this query small on a huge rollout.
-    nodes = [(f - s).total_seconds() for s, f in rollout.node_runs.filter(
-        state=NodeRunState.SUCCEEDED, started_at__isnull=False, finished_at__isnull=False)
-        .order_by("-finished_at").values_list("started_at", "finished_at")[:200]]
+    nodes = [
+        (f - s).total_seconds()
+        for s, f in rollout.node_runs.filter(
+            state=NodeRunState.SUCCEEDED, started_at__isnull=False, finished_at__isnull=False
+        )
+        .order_by("-finished_at")
+        .values_list("started_at", "finished_at")[:200]
+    ]
     return (sum(waves) / len(waves) if waves else None, sum(nodes) / len(nodes) if nodes else None)
 
 
@@ -79,8 +98,7 @@ def rollout_eta(rollout: Rollout, waves: list[dict[str, Any]], now: dt.datetime)
     return {"at": _iso(now + dt.timedelta(seconds=left)), "seconds_left": round(left), "basis": basis}
 
 
-def rollout_progress(rollout: Rollout, *, all_nodes: bool = False, now: dt.datetime | None = None
-                     ) -> dict[str, Any]:
+def rollout_progress(rollout: Rollout, *, all_nodes: bool = False, now: dt.datetime | None = None) -> dict[str, Any]:
     """The progress document (JSON-ready). `all_nodes` lists every node of every wave (large)."""
     now = now or timezone.now()
     counts: dict[int, dict[str, int]] = defaultdict(dict)
@@ -102,38 +120,74 @@ def rollout_progress(rollout: Rollout, *, all_nodes: bool = False, now: dt.datet
     waves = []
     for w in wave_rows:
         c = counts.get(w.pk, {})
-        waves.append({
-            "id": w.pk, "index": w.index, "kind": w.kind, "kind_label": w.get_kind_display(), "status": w.status,
-            "failure_budget": w.failure_budget, "failure_allowance": w.failure_allowance,
-            "total": sum(c.values()), "succeeded": c.get(NodeRunState.SUCCEEDED, 0),
-            "failed": c.get(NodeRunState.FAILED, 0), "pending": c.get(NodeRunState.PENDING, 0),
-            "in_flight": sum(c.get(s, 0) for s in IN_FLIGHT_NODE_STATES),
-            "cancelled": c.get(NodeRunState.CANCELLED, 0),
-            "started_at": _iso(w.started_at), "finished_at": _iso(w.finished_at),
-            "nodes": nodes_by_wave.get(w.pk) if (all_nodes or w.pk in moving) else None,
-        })
-    failed = (NodeRun.objects.filter(rollout=rollout, state=NodeRunState.FAILED).select_related("wave")
-              .prefetch_related(Prefetch("log_lines", queryset=NodeLogLine.objects.order_by("at", "id")))
-              .order_by("-finished_at")[:FAILURES_SHOWN])
-    failures = [{"hostname": r.hostname, "wave": r.wave.index, "action": r.action, "error": r.error,
-                 "finished_at": _iso(r.finished_at), "is_flagged": r.is_flagged,
-                 "log": [{"at": _iso(line.at), "step": line.step, "level": line.level, "message": line.message}
-                         for line in list(r.log_lines.all())[-LOG_LINES_PER_FAILURE:]]}
-                for r in failed]
+        waves.append(
+            {
+                "id": w.pk,
+                "index": w.index,
+                "kind": w.kind,
+                "kind_label": w.get_kind_display(),
+                "status": w.status,
+                "failure_budget": w.failure_budget,
+                "failure_allowance": w.failure_allowance,
+                "total": sum(c.values()),
+                "succeeded": c.get(NodeRunState.SUCCEEDED, 0),
+                "failed": c.get(NodeRunState.FAILED, 0),
+                "pending": c.get(NodeRunState.PENDING, 0),
+                "in_flight": sum(c.get(s, 0) for s in IN_FLIGHT_NODE_STATES),
+                "cancelled": c.get(NodeRunState.CANCELLED, 0),
+                "started_at": _iso(w.started_at),
+                "finished_at": _iso(w.finished_at),
+                "nodes": nodes_by_wave.get(w.pk) if (all_nodes or w.pk in moving) else None,
+            }
+        )
+    failed = (
+        NodeRun.objects.filter(rollout=rollout, state=NodeRunState.FAILED)
+        .select_related("wave")
+        .prefetch_related(Prefetch("log_lines", queryset=NodeLogLine.objects.order_by("at", "id")))
+        .order_by("-finished_at")[:FAILURES_SHOWN]
+    )
+    failures = [
+        {
+            "hostname": r.hostname,
+            "wave": r.wave.index,
+            "action": r.action,
+            "error": r.error,
+            "finished_at": _iso(r.finished_at),
+            "is_flagged": r.is_flagged,
+            "log": [
+                {"at": _iso(line.at), "step": line.step, "level": line.level, "message": line.message}
+                for line in list(r.log_lines.all())[-LOG_LINES_PER_FAILURE:]
+            ],
+        }
+        for r in failed
+    ]
     total = sum(totals.values())
-    done = totals.get(NodeRunState.SUCCEEDED, 0) + totals.get(NodeRunState.FAILED, 0) + totals.get(
-        NodeRunState.CANCELLED, 0)
+    done = (
+        totals.get(NodeRunState.SUCCEEDED, 0)
+        + totals.get(NodeRunState.FAILED, 0)
+        + totals.get(NodeRunState.CANCELLED, 0)
+    )
     return {
-        "id": rollout.pk, "label": rollout.label, "ticket_id": rollout.ticket_id,
-        "component": rollout.component, "target_version": rollout.target_version,
-        "status": rollout.status, "status_label": rollout.get_status_display(),
-        "paused_reason": rollout.paused_reason, "is_active": rollout.status in ACTIVE_STATUSES,
+        "id": rollout.pk,
+        "label": rollout.label,
+        "ticket_id": rollout.ticket_id,
+        "component": rollout.component,
+        "target_version": rollout.target_version,
+        "status": rollout.status,
+        "status_label": rollout.get_status_display(),
+        "paused_reason": rollout.paused_reason,
+        "is_active": rollout.status in ACTIVE_STATUSES,
         # No waves or node runs exist until the plan is written: say so rather than show an empty plan.
         "is_preparing": rollout.status == RolloutStatus.PREPARING,
         "message": PREPARING_MESSAGE if rollout.status == RolloutStatus.PREPARING else "",
-        "started_at": _iso(rollout.started_at), "finished_at": _iso(rollout.finished_at),
-        "totals": {"nodes": total, "done": done, "percent": round(100 * done / total) if total else 100,
-                   **{s: totals.get(s, 0) for s in NodeRunState.values}},
+        "started_at": _iso(rollout.started_at),
+        "finished_at": _iso(rollout.finished_at),
+        "totals": {
+            "nodes": total,
+            "done": done,
+            "percent": round(100 * done / total) if total else 100,
+            **{s: totals.get(s, 0) for s in NodeRunState.values},
+        },
         "eta": rollout_eta(rollout, waves, now),
         "waves": waves,
         "failures": failures,

@@ -95,8 +95,11 @@ class NodeStepContext:
 
     def log(self, message: str, level: str = "info") -> None:
         """A log line for the node run (kept even if the step's own transaction rolls back)."""
-        self._lines.append(NodeLogLine(node_run_id=self.run.pk, step=self.step.name, at=timezone.now(),
-                                       level=level, message=message[:4000]))
+        self._lines.append(
+            NodeLogLine(
+                node_run_id=self.run.pk, step=self.step.name, at=timezone.now(), level=level, message=message[:4000]
+            )
+        )
 
     def flush_log(self) -> None:
         if self._lines:
@@ -167,9 +170,14 @@ def step_publish_on_commit(step: NodeStep, *, countdown: float | None = None) ->
 
 def _claim(step_id: str, now: dt.datetime) -> bool:
     due = Q(status=NodeStepStatus.PENDING) | Q(status=NodeStepStatus.WAITING, wake_at__lte=now)
-    return bool(NodeStep.objects.filter(due, pk=step_id).update(
-        status=NodeStepStatus.RUNNING, attempts=F("attempts") + 1, claimed_at=now,
-        started_at=Coalesce("started_at", now)))
+    return bool(
+        NodeStep.objects.filter(due, pk=step_id).update(
+            status=NodeStepStatus.RUNNING,
+            attempts=F("attempts") + 1,
+            claimed_at=now,
+            started_at=Coalesce("started_at", now),
+        )
+    )
 
 
 def node_step_execute(step_id: str) -> str:
@@ -179,8 +187,9 @@ def node_step_execute(step_id: str) -> str:
     now = timezone.now()
     if not _claim(step_id, now):
         return "not claimable"
-    step = NodeStep.objects.select_related("node_run__rollout__package", "node_run__rollout__ticket",
-                                           "node_run__node__cluster").get(pk=step_id)
+    step = NodeStep.objects.select_related(
+        "node_run__rollout__package", "node_run__rollout__ticket", "node_run__node__cluster"
+    ).get(pk=step_id)
     ctx = NodeStepContext(step, now)
     rollout = ctx.rollout
     try:
@@ -213,8 +222,11 @@ def _on_transient(ctx: NodeStepContext, exc: TransientError) -> Outcome:
     if tries >= rollouts_setting("STEP_MAX_ATTEMPTS"):
         return Fail(f"{ctx.step.name}: gave up after {tries} attempts: {exc}", rollback=_may_need_rollback(ctx))
     backoff = get_exponential_backoff_interval(
-        factor=rollouts_setting("STEP_RETRY_BACKOFF_SECONDS"), retries=tries - 1,
-        maximum=rollouts_setting("STEP_RETRY_BACKOFF_MAX_SECONDS"), full_jitter=True)
+        factor=rollouts_setting("STEP_RETRY_BACKOFF_SECONDS"),
+        retries=tries - 1,
+        maximum=rollouts_setting("STEP_RETRY_BACKOFF_MAX_SECONDS"),
+        full_jitter=True,
+    )
     return Wait(seconds=max(1.0, float(backoff)), message=f"retrying after: {exc}")
 
 
@@ -304,7 +316,8 @@ def node_steps_sweep(*, now: dt.datetime | None = None) -> dict[str, int]:
         with transaction.atomic():
             # Compare-and-set on claimed_at: a step that just finished or was re-claimed is not ours to touch.
             if NodeStep.objects.filter(pk=step.pk, status=NodeStepStatus.RUNNING, claimed_at=step.claimed_at).update(
-                    status=NodeStepStatus.WAITING, wake_at=now, message="worker lost; requeued"):
+                status=NodeStepStatus.WAITING, wake_at=now, message="worker lost; requeued"
+            ):
                 step_publish_on_commit(step)
                 counts["stuck"] += 1
     for step in NodeStep.objects.filter(status=NodeStepStatus.PENDING, created_at__lt=now - dt.timedelta(minutes=2)):

@@ -93,8 +93,9 @@ def nodes_select(selector: NodeSelector) -> QuerySet[Node]:
     if selector.sites:
         qs = qs.filter(site__code__in=selector.sites)
     if selector.accelerator_models:
-        with_cards = Accelerator.objects.filter(model__name__in=selector.accelerator_models,
-                                                node__isnull=False).values("node_id")
+        with_cards = Accelerator.objects.filter(model__name__in=selector.accelerator_models, node__isnull=False).values(
+            "node_id"
+        )
         qs = qs.filter(Q(pk__in=with_cards) | Q(server_model__accelerator_model__name__in=selector.accelerator_models))
     if selector.tags:
         qs = qs.filter(pk__in=Node.tags.through.objects.filter(tag__slug__in=selector.tags).values("node_id"))
@@ -106,12 +107,15 @@ def nodes_select(selector: NodeSelector) -> QuerySet[Node]:
 def package_facts(package: DriverPackage) -> PackageFacts:
     supported = list(package.supported_models.values_list("id", flat=True))
     names = dict(AcceleratorModel.objects.values_list("id", "name"))
-    return PackageFacts(component=package.component, version=package.version,
-                        supported_model_ids=frozenset(supported), model_names=names)
+    return PackageFacts(
+        component=package.component,
+        version=package.version,
+        supported_model_ids=frozenset(supported),
+        model_names=names,
+    )
 
 
-def open_ticket_holders(node_ids: Iterable[int] | QuerySet, *, exclude_ticket_id: int | None = None
-                        ) -> dict[int, str]:
+def open_ticket_holders(node_ids: Iterable[int] | QuerySet, *, exclude_ticket_id: int | None = None) -> dict[int, str]:
     """{node id: "REP-12"} for nodes that are the subject of another open ticket (a repair in progress is a change
     on that node even when it took no lock)."""
     from workflows.models import LinkRole, TicketLink
@@ -131,47 +135,85 @@ def cluster_facts(cluster_ids: Iterable[int]) -> list[ClusterFacts]:
     ids = [c for c in set(cluster_ids) if c is not None]
     if not ids:
         return []
-    counts = (Node.objects.filter(cluster_id__in=ids)
-              .values("cluster_id")
-              .annotate(in_service=Count("id", filter=Q(status__in=IN_SERVICE_STATUSES)),
-                        available=Count("id", filter=Q(status=NodeStatus.ACTIVE, is_cordoned=False))))
+    counts = (
+        Node.objects.filter(cluster_id__in=ids)
+        .values("cluster_id")
+        .annotate(
+            in_service=Count("id", filter=Q(status__in=IN_SERVICE_STATUSES)),
+            available=Count("id", filter=Q(status=NodeStatus.ACTIVE, is_cordoned=False)),
+        )
+    )
     by_id = {row["cluster_id"]: row for row in counts}
-    return [ClusterFacts(id=c.pk, name=c.name, in_service=by_id.get(c.pk, {}).get("in_service", 0),
-                         available=by_id.get(c.pk, {}).get("available", 0),
-                         floor_percent=c.capacity_floor_percent)
-            for c in Cluster.objects.filter(pk__in=ids)]
+    return [
+        ClusterFacts(
+            id=c.pk,
+            name=c.name,
+            in_service=by_id.get(c.pk, {}).get("in_service", 0),
+            available=by_id.get(c.pk, {}).get("available", 0),
+            floor_percent=c.capacity_floor_percent,
+        )
+        for c in Cluster.objects.filter(pk__in=ids)
+    ]
 
 
-def node_facts(nodes: QuerySet[Node], package: DriverPackage, *, own_lock_key: str = "",
-               own_ticket_id: int | None = None) -> tuple[list[NodeFacts], list[ClusterFacts]]:
+def node_facts(
+    nodes: QuerySet[Node], package: DriverPackage, *, own_lock_key: str = "", own_ticket_id: int | None = None
+) -> tuple[list[NodeFacts], list[ClusterFacts]]:
     """Facts about the selected nodes and their clusters, in a fixed number of queries.
 
     `own_lock_key` / `own_ticket_id`: the rollout being (re)planned, whose own locks and ticket are no conflict.
     """
-    rows = list(nodes.values_list("id", "hostname", "cluster_id", "rack_id", "status", "health", "is_cordoned",
-                                  "server_model__accelerator_model_id"))
+    rows = list(
+        nodes.values_list(
+            "id",
+            "hostname",
+            "cluster_id",
+            "rack_id",
+            "status",
+            "health",
+            "is_cordoned",
+            "server_model__accelerator_model_id",
+        )
+    )
     selection = nodes.values("pk")
     card_models: dict[int, set[int]] = defaultdict(set)
     # order_by(): the model's default ordering would add its column to the DISTINCT (one row per card, not per model).
-    for node_id, model_id in (Accelerator.objects.filter(node_id__in=selection,
-                                                         lifecycle=AcceleratorLifecycle.INSTALLED)
-                              .values_list("node_id", "model_id").order_by().distinct()):
+    for node_id, model_id in (
+        Accelerator.objects.filter(node_id__in=selection, lifecycle=AcceleratorLifecycle.INSTALLED)
+        .values_list("node_id", "model_id")
+        .order_by()
+        .distinct()
+    ):
         card_models[node_id].add(model_id)
-    versions = dict(InstalledSoftware.objects.filter(node_id__in=selection, component=package.component)
-                    .values_list("node_id", "version"))
+    versions = dict(
+        InstalledSoftware.objects.filter(node_id__in=selection, component=package.component).values_list(
+            "node_id", "version"
+        )
+    )
     locks = node_lock_holders(selection, exclude_key=own_lock_key)
     tickets = open_ticket_holders(selection, exclude_ticket_id=own_ticket_id)
-    canary = set(Node.tags.through.objects.filter(node_id__in=selection, tag__slug=CANARY_TAG)
-                 .values_list("node_id", flat=True))
+    canary = set(
+        Node.tags.through.objects.filter(node_id__in=selection, tag__slug=CANARY_TAG).values_list("node_id", flat=True)
+    )
     facts = []
     for node_id, hostname, cluster_id, rack_id, status, health, cordoned, server_card_model in rows:
         models = card_models.get(node_id) or ({server_card_model} if server_card_model else set())
         holder = locks.get(node_id) or tickets.get(node_id, "")
-        facts.append(NodeFacts(
-            id=node_id, hostname=hostname, cluster_id=cluster_id, rack_id=rack_id,
-            accelerator_model_ids=tuple(sorted(models)), installed_version=versions.get(node_id),
-            status=status, health=health, is_cordoned=cordoned, locked_by=holder,
-            tags=frozenset({CANARY_TAG}) if node_id in canary else frozenset()))
+        facts.append(
+            NodeFacts(
+                id=node_id,
+                hostname=hostname,
+                cluster_id=cluster_id,
+                rack_id=rack_id,
+                accelerator_model_ids=tuple(sorted(models)),
+                installed_version=versions.get(node_id),
+                status=status,
+                health=health,
+                is_cordoned=cordoned,
+                locked_by=holder,
+                tags=frozenset({CANARY_TAG}) if node_id in canary else frozenset(),
+            )
+        )
     return facts, cluster_facts(r[2] for r in rows)
 
 

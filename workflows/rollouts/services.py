@@ -144,8 +144,14 @@ def _check_inputs(package: DriverPackage, selector: NodeSelector, options: Rollo
 
 
 @transaction.atomic
-def rollout_create(*, package: DriverPackage, selector: NodeSelector, options: RolloutOptions,
-                   actor: AbstractBaseUser | None = None, ticket: Any = None) -> Rollout:
+def rollout_create(
+    *,
+    package: DriverPackage,
+    selector: NodeSelector,
+    options: RolloutOptions,
+    actor: AbstractBaseUser | None = None,
+    ticket: Any = None,
+) -> Rollout:
     """Save a rollout of `package` over the selected nodes with its inputs checked, status preparing.
 
     A fixed number of queries whatever the selection (it runs in the web request that opens the ticket); the
@@ -156,10 +162,16 @@ def rollout_create(*, package: DriverPackage, selector: NodeSelector, options: R
     """
     _check_inputs(package, selector, options)
     rollout = Rollout.objects.create(
-        ticket=ticket, package=package, component=package.component, target_version=package.version,
-        selector=selector.as_dict(), options=options.as_dict(), status=RolloutStatus.PREPARING,
+        ticket=ticket,
+        package=package,
+        component=package.component,
+        target_version=package.version,
+        selector=selector.as_dict(),
+        options=options.as_dict(),
+        status=RolloutStatus.PREPARING,
         correlation_id=getattr(ticket, "correlation_id", "") or new_correlation_id(),
-        created_by=actor if getattr(actor, "is_authenticated", False) else None)
+        created_by=actor if getattr(actor, "is_authenticated", False) else None,
+    )
     if ticket is None:
         _prepare_on_commit(rollout.pk)
     return rollout
@@ -193,8 +205,11 @@ def rollouts_prepare_stalled(*, older_than_s: float = 300.0) -> int:
     `older_than_s` (the first message was lost). Ticket-owned rollouts are prepared by a ticket step, which the
     workflows app's reaper looks after. Returns how many were published."""
     since = timezone.now() - dt.timedelta(seconds=older_than_s)
-    ids = list(Rollout.objects.filter(status=RolloutStatus.PREPARING, ticket__isnull=True, created_at__lt=since)
-               .values_list("pk", flat=True))
+    ids = list(
+        Rollout.objects.filter(status=RolloutStatus.PREPARING, ticket__isnull=True, created_at__lt=since).values_list(
+            "pk", flat=True
+        )
+    )
     for pk in ids:
         with transaction.atomic():
             _prepare_on_commit(pk)
@@ -219,28 +234,52 @@ def _plan_write(rollout: Rollout, selector: NodeSelector, options: RolloutOption
     """Plan from current data and write it: node locks, waves, node runs (bulk, batched), the plan summary.
     Proportional to the node count, so only on a worker (prepare, replan), inside the caller's transaction."""
     package = rollout.package
-    facts, clusters = node_facts(nodes_select(selector), package, own_lock_key=rollout.lock_key,
-                                 own_ticket_id=rollout.ticket_id)
+    facts, clusters = node_facts(
+        nodes_select(selector), package, own_lock_key=rollout.lock_key, own_ticket_id=rollout.ticket_id
+    )
     plan = plan_build(facts, clusters, package_facts(package), options.plan)
     refused = [r.as_dict() for r in plan.refused]
     known = {f.hostname for f in facts}
-    refused += [Refusal(0, h, "unknown", "no node with this hostname").as_dict()
-                for h in selector.hostnames if h not in known]
+    refused += [
+        Refusal(0, h, "unknown", "no node with this hostname").as_dict() for h in selector.hostnames if h not in known
+    ]
     lost = node_locks_acquire(node_ids=plan.node_ids, owner=_owner(rollout), reason=drain_reason(rollout))
     by_id = {f.id: f for f in facts}
     # A node another change locked between our read and our write leaves the plan with that change's name.
-    refused += [Refusal(n, by_id[n].hostname, RefusalCode.LOCKED, f"locked by another open change: {who}").as_dict()
-                for n, who in lost.items()]
+    refused += [
+        Refusal(n, by_id[n].hostname, RefusalCode.LOCKED, f"locked by another open change: {who}").as_dict()
+        for n, who in lost.items()
+    ]
     waves = [(w, [n for n in w.node_ids if n not in lost]) for w in plan.waves]
     waves = [(w, ids) for w, ids in waves if ids]
-    wave_rows = RolloutWave.objects.bulk_create([
-        RolloutWave(rollout=rollout, index=i, kind=w.kind, failure_budget=w.failure_budget,
-                    failure_allowance=w.failure_budget) for i, (w, _ids) in enumerate(waves)])
-    NodeRun.objects.bulk_create([
-        NodeRun(rollout=rollout, wave=row, node_id=n, hostname=by_id[n].hostname, position=pos,
-                previous_version=by_id[n].installed_version or "", target_version=package.version)
-        for row, (_w, ids) in zip(wave_rows, waves, strict=True) for pos, n in enumerate(ids)],
-        batch_size=BULK_BATCH_SIZE)
+    wave_rows = RolloutWave.objects.bulk_create(
+        [
+            RolloutWave(
+                rollout=rollout,
+                index=i,
+                kind=w.kind,
+                failure_budget=w.failure_budget,
+                failure_allowance=w.failure_budget,
+            )
+            for i, (w, _ids) in enumerate(waves)
+        ]
+    )
+    NodeRun.objects.bulk_create(
+        [
+            NodeRun(
+                rollout=rollout,
+                wave=row,
+                node_id=n,
+                hostname=by_id[n].hostname,
+                position=pos,
+                previous_version=by_id[n].installed_version or "",
+                target_version=package.version,
+            )
+            for row, (_w, ids) in zip(wave_rows, waves, strict=True)
+            for pos, n in enumerate(ids)
+        ],
+        batch_size=BULK_BATCH_SIZE,
+    )
     names = {c.id: c.name for c in clusters}
     rollout.plan = {
         "node_count": sum(len(ids) for _w, ids in waves),
@@ -248,8 +287,11 @@ def _plan_write(rollout: Rollout, selector: NodeSelector, options: RolloutOption
         "refused": refused,
         "skipped": [r.as_dict() for r in plan.skipped],
         # Nodes outside any cluster have no floor: shown only when max_per_cluster bounds them.
-        "cluster_limits": {names.get(c, "no cluster"): lim for c, lim in plan.cluster_limits.items()
-                           if c in names or (c is None and options.plan.max_per_cluster is not None)},
+        "cluster_limits": {
+            names.get(c, "no cluster"): lim
+            for c, lim in plan.cluster_limits.items()
+            if c in names or (c is None and options.plan.max_per_cluster is not None)
+        },
         "max_per_rack": plan.max_per_rack,
         "planned_at": timezone.now().isoformat(),
     }
@@ -292,7 +334,8 @@ def rollout_resume(*, rollout: Rollout) -> Rollout:
     if locked.status != RolloutStatus.PAUSED:
         raise RolloutError(f"{locked.label} is {locked.get_status_display().lower()}, not paused.")
     for wave in locked.waves.filter(status=WaveStatus.RUNNING).annotate(
-            failed=Count("node_runs", filter=Q(node_runs__state=NodeRunState.FAILED))):
+        failed=Count("node_runs", filter=Q(node_runs__state=NodeRunState.FAILED))
+    ):
         if wave.failed > wave.failure_allowance:
             RolloutWave.objects.filter(pk=wave.pk).update(failure_allowance=wave.failed)
     reverting = locked.waves.filter(kind=WaveKind.REVERT).exclude(status=WaveStatus.DONE).exists()
@@ -337,26 +380,41 @@ def rollout_rollback_all(*, rollout: Rollout) -> Rollout:
     """
     locked = _lock(rollout)
     if locked.status not in (RolloutStatus.PAUSED, RolloutStatus.COMPLETED, RolloutStatus.ABORTED):
-        raise RolloutError(f"{locked.label} is {locked.get_status_display().lower()}; roll back all needs it paused, "
-                           "completed or aborted.")
+        raise RolloutError(
+            f"{locked.label} is {locked.get_status_display().lower()}; roll back all needs it paused, "
+            "completed or aborted."
+        )
     in_flight = locked.node_runs.filter(state__in=IN_FLIGHT_NODE_STATES).count()
     if in_flight:
         raise RolloutError(f"{in_flight} node(s) are still in flight; wait for them to finish.")
     if locked.waves.filter(kind=WaveKind.REVERT).exists():
         raise RolloutError(f"{locked.label} was rolled back already.")
-    done = list(locked.node_runs.filter(action=NodeRunAction.UPGRADE, state=NodeRunState.SUCCEEDED,
-                                        node__isnull=False).select_related("node")
-                .order_by("-finished_at", "-id"))
+    done = list(
+        locked.node_runs.filter(action=NodeRunAction.UPGRADE, state=NodeRunState.SUCCEEDED, node__isnull=False)
+        .select_related("node")
+        .order_by("-finished_at", "-id")
+    )
     # Never-started waves will not run now.
-    locked.node_runs.filter(state=NodeRunState.PENDING).update(state=NodeRunState.CANCELLED,
-                                                               finished_at=timezone.now())
+    locked.node_runs.filter(state=NodeRunState.PENDING).update(state=NodeRunState.CANCELLED, finished_at=timezone.now())
     locked.waves.filter(status__in=[WaveStatus.PENDING, WaveStatus.RUNNING]).update(status=WaveStatus.CANCELLED)
-    lost = node_locks_acquire(node_ids=[r.node_id for r in done if r.node_id not in node_locks_held(locked.lock_key)],
-                              owner=_owner(locked), reason=f"{drain_reason(locked)} (roll back all)")
+    lost = node_locks_acquire(
+        node_ids=[r.node_id for r in done if r.node_id not in node_locks_held(locked.lock_key)],
+        owner=_owner(locked),
+        reason=f"{drain_reason(locked)} (roll back all)",
+    )
     runs = [r for r in done if r.node_id not in lost]
     options = RolloutOptions.from_dict(locked.options)
-    facts = [NodeFacts(id=r.node_id, hostname=r.hostname, cluster_id=r.node.cluster_id, rack_id=r.node.rack_id,
-                       accelerator_model_ids=(), installed_version=r.target_version) for r in runs]
+    facts = [
+        NodeFacts(
+            id=r.node_id,
+            hostname=r.hostname,
+            cluster_id=r.node.cluster_id,
+            rack_id=r.node.rack_id,
+            accelerator_model_ids=(),
+            installed_version=r.target_version,
+        )
+        for r in runs
+    ]
     from .planning import cluster_limits_for
 
     limits = cluster_limits_for(cluster_facts({f.cluster_id for f in facts}), options.plan)
@@ -368,15 +426,31 @@ def rollout_rollback_all(*, rollout: Rollout) -> Rollout:
     by_node = {r.node_id: r for r in runs}
     for i, ids in enumerate(groups):
         wave = RolloutWave.objects.create(rollout=locked, index=base + i, kind=WaveKind.REVERT)
-        NodeRun.objects.bulk_create([
-            NodeRun(rollout=locked, wave=wave, node_id=n, hostname=by_node[n].hostname, position=pos,
-                    action=NodeRunAction.REVERT, previous_version=by_node[n].target_version,
-                    target_version=by_node[n].previous_version, reverts=by_node[n])
-            for pos, n in enumerate(ids)], batch_size=BULK_BATCH_SIZE)
+        NodeRun.objects.bulk_create(
+            [
+                NodeRun(
+                    rollout=locked,
+                    wave=wave,
+                    node_id=n,
+                    hostname=by_node[n].hostname,
+                    position=pos,
+                    action=NodeRunAction.REVERT,
+                    previous_version=by_node[n].target_version,
+                    target_version=by_node[n].previous_version,
+                    reverts=by_node[n],
+                )
+                for pos, n in enumerate(ids)
+            ],
+            batch_size=BULK_BATCH_SIZE,
+        )
     names = {r.node_id: r.hostname for r in done}
-    locked.plan = {**locked.plan, "revert_refused": [
-        {"node_id": n, "hostname": names.get(n, str(n)), "reason": f"locked by another open change: {w}"}
-        for n, w in lost.items()]}
+    locked.plan = {
+        **locked.plan,
+        "revert_refused": [
+            {"node_id": n, "hostname": names.get(n, str(n)), "reason": f"locked by another open change: {w}"}
+            for n, w in lost.items()
+        ],
+    }
     locked.save(update_fields=["plan", "updated_at"])
     _status_set(locked, RolloutStatus.ROLLING_BACK if groups else RolloutStatus.ROLLED_BACK)
     if groups:
@@ -409,9 +483,11 @@ def rollout_advance(rollout_id: int) -> str:
 def _wave_counts(wave: RolloutWave) -> dict[str, int]:
     rows = wave.node_runs.values("state").annotate(n=Count("id"))
     counts = {row["state"]: row["n"] for row in rows}
-    return {"pending": counts.get(NodeRunState.PENDING, 0),
-            "in_flight": sum(counts.get(s, 0) for s in IN_FLIGHT_NODE_STATES),
-            "failed": counts.get(NodeRunState.FAILED, 0)}
+    return {
+        "pending": counts.get(NodeRunState.PENDING, 0),
+        "in_flight": sum(counts.get(s, 0) for s in IN_FLIGHT_NODE_STATES),
+        "failed": counts.get(NodeRunState.FAILED, 0),
+    }
 
 
 def _advance_running(rollout: Rollout) -> str:
@@ -423,8 +499,10 @@ def _advance_running(rollout: Rollout) -> str:
             wave.save(update_fields=["status", "started_at"])
         counts = _wave_counts(wave)
         if wave.kind != WaveKind.REVERT and counts["failed"] > wave.failure_allowance:
-            reason = (f"{wave.get_kind_display()} {wave.index}: {counts['failed']} node(s) failed, over the failure "
-                      f"budget of {wave.failure_allowance}; look at the failures, then resume or abort")
+            reason = (
+                f"{wave.get_kind_display()} {wave.index}: {counts['failed']} node(s) failed, over the failure "
+                f"budget of {wave.failure_allowance}; look at the failures, then resume or abort"
+            )
             _status_set(rollout, RolloutStatus.PAUSED, reason=reason)
             return f"paused: {reason}"
         if counts["pending"]:
@@ -442,8 +520,11 @@ def _advance_running(rollout: Rollout) -> str:
         wave.status, wave.finished_at = WaveStatus.DONE, now
         wave.save(update_fields=["status", "finished_at"])
         following = rollout.waves.filter(index__gt=wave.index, status=WaveStatus.PENDING).order_by("index").first()
-        if following is not None and wave.kind == WaveKind.CANARY and RolloutOptions.from_dict(
-                rollout.options).pause_after_canary:
+        if (
+            following is not None
+            and wave.kind == WaveKind.CANARY
+            and RolloutOptions.from_dict(rollout.options).pause_after_canary
+        ):
             _status_set(rollout, RolloutStatus.PAUSED, reason="canary done: check the canary nodes, then resume")
             return "paused after canary"
         wave = following
@@ -459,13 +540,17 @@ def _out_of_service(rollout: Rollout, wave: RolloutWave) -> list[NodeFacts]:
     failed nodes are back at their previous version already, and "roll back all" must not wait on their repair."""
     counted = Q(state__in=IN_FLIGHT_NODE_STATES)
     if wave.kind != WaveKind.REVERT:
-        unschedulable = (Q(node__status__in=[s for s in IN_SERVICE_STATUSES if s != NodeStatus.ACTIVE])
-                         | Q(node__status=NodeStatus.ACTIVE, node__is_cordoned=True))
+        unschedulable = Q(node__status__in=[s for s in IN_SERVICE_STATUSES if s != NodeStatus.ACTIVE]) | Q(
+            node__status=NodeStatus.ACTIVE, node__is_cordoned=True
+        )
         counted |= Q(state=NodeRunState.FAILED) & unschedulable
-    rows = rollout.node_runs.filter(counted, node__isnull=False).values_list("node_id", "hostname",
-                                                                            "node__cluster_id", "node__rack_id")
-    return [NodeFacts(id=n, hostname=h, cluster_id=c, rack_id=r, accelerator_model_ids=(), installed_version=None)
-            for n, h, c, r in rows]
+    rows = rollout.node_runs.filter(counted, node__isnull=False).values_list(
+        "node_id", "hostname", "node__cluster_id", "node__rack_id"
+    )
+    return [
+        NodeFacts(id=n, hostname=h, cluster_id=c, rack_id=r, accelerator_model_ids=(), installed_version=None)
+        for n, h, c, r in rows
+    ]
 
 
 def _nodes_start(rollout: Rollout, wave: RolloutWave) -> tuple[list[NodeRun], list[str]]:
@@ -483,7 +568,8 @@ def _nodes_start(rollout: Rollout, wave: RolloutWave) -> tuple[list[NodeRun], li
     gone = [r for r in runs if r.node is None]
     if gone:
         NodeRun.objects.filter(pk__in=[r.pk for r in gone]).update(
-            state=NodeRunState.CANCELLED, error="node deleted", finished_at=timezone.now())
+            state=NodeRunState.CANCELLED, error="node deleted", finished_at=timezone.now()
+        )
     runs = [r for r in runs if r.node is not None]
     if not runs:
         return [], []
@@ -493,11 +579,27 @@ def _nodes_start(rollout: Rollout, wave: RolloutWave) -> tuple[list[NodeRun], li
     headroom = {c.id: c.headroom for c in facts}
     names = {c.id: c.name for c in facts}
     racks = {r.node.rack_id: r.node.rack.name for r in runs if r.node.rack_id is not None}
-    pending = [NodeFacts(id=r.node_id, hostname=r.hostname, cluster_id=r.node.cluster_id, rack_id=r.node.rack_id,
-                         accelerator_model_ids=(), installed_version=None, status=r.node.status,
-                         is_cordoned=r.node.is_cordoned) for r in runs]
-    admission = nodes_admit(pending, _out_of_service(rollout, wave), headroom,
-                            RolloutOptions.from_dict(rollout.options).plan, cluster_names=names, rack_names=racks)
+    pending = [
+        NodeFacts(
+            id=r.node_id,
+            hostname=r.hostname,
+            cluster_id=r.node.cluster_id,
+            rack_id=r.node.rack_id,
+            accelerator_model_ids=(),
+            installed_version=None,
+            status=r.node.status,
+            is_cordoned=r.node.is_cordoned,
+        )
+        for r in runs
+    ]
+    admission = nodes_admit(
+        pending,
+        _out_of_service(rollout, wave),
+        headroom,
+        RolloutOptions.from_dict(rollout.options).plan,
+        cluster_names=names,
+        rack_names=racks,
+    )
     admitted = set(admission.started)
     started = [r for r in runs if r.node_id in admitted]
     if not started:
@@ -508,8 +610,9 @@ def _nodes_start(rollout: Rollout, wave: RolloutWave) -> tuple[list[NodeRun], li
         run.status_before = run.node.status
     nodes_set_status(node_ids=[r.node_id for r in started], status=NodeStatus.DRAINING, reason=reason)
     for run in started:
-        NodeRun.objects.filter(pk=run.pk).update(state=NodeRunState.DRAINING, started_at=now,
-                                                 status_before=run.status_before)
+        NodeRun.objects.filter(pk=run.pk).update(
+            state=NodeRunState.DRAINING, started_at=now, status_before=run.status_before
+        )
     steps = NodeStep.objects.bulk_create([NodeStep(node_run=r, name="drain") for r in started])
     for step in steps:
         step_publish_on_commit(step)
@@ -519,8 +622,11 @@ def _nodes_start(rollout: Rollout, wave: RolloutWave) -> tuple[list[NodeRun], li
 def rollouts_advance_active() -> int:
     """Beat safety net: advance every running, aborting or rolling-back rollout (a lost advance message must not
     leave a rollout stalled between waves). Returns how many were looked at."""
-    ids = list(Rollout.objects.filter(status__in=[RolloutStatus.RUNNING, RolloutStatus.ABORTING,
-                                                  RolloutStatus.ROLLING_BACK]).values_list("pk", flat=True))
+    ids = list(
+        Rollout.objects.filter(
+            status__in=[RolloutStatus.RUNNING, RolloutStatus.ABORTING, RolloutStatus.ROLLING_BACK]
+        ).values_list("pk", flat=True)
+    )
     for pk in ids:
         rollout_advance(pk)
     return len(ids)

@@ -28,8 +28,11 @@ def _rollout_or_404(request: HttpRequest, **lookup: object) -> Rollout:
 
 def _progress_response(request: HttpRequest, rollout: Rollout) -> HttpResponse:
     progress = rollout_progress(rollout)
-    response = render(request, "rollouts/_progress.html", {
-        "rollout": rollout, "p": progress, "poll_seconds": rollouts_setting("UI_POLL_SECONDS")})
+    response = render(
+        request,
+        "rollouts/_progress.html",
+        {"rollout": rollout, "p": progress, "poll_seconds": rollouts_setting("UI_POLL_SECONDS")},
+    )
     # An approved rollout is still "planned" until its first step runs on a worker, and a new one "preparing" until
     # a worker has written its plan: keep polling through both.
     starting = rollout.status == "planned" and rollout.ticket_id is not None and rollout.ticket.state == "running"
@@ -41,8 +44,11 @@ def _progress_response(request: HttpRequest, rollout: Rollout) -> HttpResponse:
 @login_required
 def rollout_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
     rollout = _rollout_or_404(request, pk=pk)
-    return render(request, "rollouts/detail.html", {
-        "rollout": rollout, "p": rollout_progress(rollout), "poll_seconds": rollouts_setting("UI_POLL_SECONDS")})
+    return render(
+        request,
+        "rollouts/detail.html",
+        {"rollout": rollout, "p": rollout_progress(rollout), "poll_seconds": rollouts_setting("UI_POLL_SECONDS")},
+    )
 
 
 @login_required

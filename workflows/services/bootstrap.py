@@ -22,12 +22,24 @@ from ..permissions import group_permissions_set, transition_permissions_ensure
 from ..registry import workflows
 
 TECHNICIAN_PERMISSIONS = [
-    "add_ticket", "operate_ticket",
-    "repair_start", "repair_diagnose", "repair_swap", "repair_verify", "repair_rma", "repair_cancel",
-    "decommission_wipe", "decommission_unrack", "decommission_submit",
-    "incident_work", "incident_cancel",
-    "cabling_work", "cabling_cancel",
-    "provisioning_start", "provisioning_cabling", "provisioning_rollback",
+    "add_ticket",
+    "operate_ticket",
+    "repair_start",
+    "repair_diagnose",
+    "repair_swap",
+    "repair_verify",
+    "repair_rma",
+    "repair_cancel",
+    "decommission_wipe",
+    "decommission_unrack",
+    "decommission_submit",
+    "incident_work",
+    "incident_cancel",
+    "cabling_work",
+    "cabling_cancel",
+    "provisioning_start",
+    "provisioning_cabling",
+    "provisioning_rollback",
 ]
 APPROVER_PERMISSIONS = ["view_ticket", "decommission_approve", "rollout_approve"]
 CMDB_READ = ["view_node", "view_accelerator", "view_rack", "view_switch", "view_link", "view_site", "view_cluster"]

@@ -20,8 +20,11 @@ from ..models import ProcurementNeed, Ticket
 
 def warehouse_for(site: Site) -> StockLocation | None:
     """The site's main warehouse (a top-level warehouse location), where returned cards go."""
-    return (StockLocation.objects.filter(site=site, kind=StockLocationKind.WAREHOUSE, parent__isnull=True)
-            .order_by("id").first())
+    return (
+        StockLocation.objects.filter(site=site, kind=StockLocationKind.WAREHOUSE, parent__isnull=True)
+        .order_by("id")
+        .first()
+    )
 
 
 def procurement_need_open(*, ticket: Ticket, site: Site, model: AcceleratorModel, reason: str) -> ProcurementNeed:
@@ -34,4 +37,5 @@ def procurement_need_open(*, ticket: Ticket, site: Site, model: AcceleratorModel
 
 def procurement_needs_close(*, ticket: Ticket, status: str) -> int:
     return ProcurementNeed.objects.filter(ticket=ticket, status=ProcurementNeed.Status.OPEN).update(
-        status=status, closed_at=timezone.now())
+        status=status, closed_at=timezone.now()
+    )

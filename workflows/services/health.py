@@ -32,8 +32,13 @@ def _signal_text(failure: AcceleratorFailure) -> str:
 
 
 def _signal_data(failure: AcceleratorFailure) -> dict:
-    return {"kind": failure.kind, "code": failure.code, "message": failure.message[:300],
-            "health_event_id": failure.health_event_id, "is_repeat": failure.is_repeat}
+    return {
+        "kind": failure.kind,
+        "code": failure.code,
+        "message": failure.message[:300],
+        "health_event_id": failure.health_event_id,
+        "is_repeat": failure.is_repeat,
+    }
 
 
 @transaction.atomic
@@ -48,13 +53,23 @@ def on_accelerator_failed(failure: AcceleratorFailure) -> Ticket:
         title = f"{card.model} {card} failed in {card.node} slot {card.slot_index}: {failure.kind} {failure.code}"
         try:
             with transaction.atomic():  # a savepoint: losing the race must not spoil the caller's transaction
-                ticket = ticket_create(type_="repair", title=title.strip(), requester=None,
-                                       priority=TicketPriority.HIGH, inputs={"accelerator": card},
-                                       description=failure.message, dedup_key=key)
+                ticket = ticket_create(
+                    type_="repair",
+                    title=title.strip(),
+                    requester=None,
+                    priority=TicketPriority.HIGH,
+                    inputs={"accelerator": card},
+                    description=failure.message,
+                    dedup_key=key,
+                )
                 ticket.data["signal"] = _signal_data(failure)
                 ticket.save(update_fields=["data", "updated_at"])
-                timeline_add(ticket=ticket, kind=TimelineKind.SIGNAL, message=f"Health signal: {_signal_text(failure)}",
-                             data=_signal_data(failure))
+                timeline_add(
+                    ticket=ticket,
+                    kind=TimelineKind.SIGNAL,
+                    message=f"Health signal: {_signal_text(failure)}",
+                    data=_signal_data(failure),
+                )
                 if workflows_setting("REPAIR_AUTO_START"):
                     # The card is failed and its node still takes jobs: drain at once, nobody needs to click.
                     transition_apply(ticket=ticket, name="start", system=True)
@@ -63,8 +78,12 @@ def on_accelerator_failed(failure: AcceleratorFailure) -> Ticket:
         except IntegrityError:
             logger.info("repair for card %s opened concurrently; adding the signal to it", failure.accelerator_id)
             open_ticket = Ticket.objects.get(dedup_key=key, is_open=True)
-    timeline_add(ticket=open_ticket, kind=TimelineKind.SIGNAL, data=_signal_data(failure),
-                 message=f"Repeated health signal: {_signal_text(failure)}")
+    timeline_add(
+        ticket=open_ticket,
+        kind=TimelineKind.SIGNAL,
+        data=_signal_data(failure),
+        message=f"Repeated health signal: {_signal_text(failure)}",
+    )
     return open_ticket
 
 

@@ -43,18 +43,25 @@ def recipients_for(ticket: Ticket) -> list[str]:
 def notification_build(*, ticket: Ticket, event: str, message: str, key: str = "") -> Notification:
     base = str(workflows_setting("BASE_URL")).rstrip("/")
     return Notification(
-        key=key or uuid.uuid4().hex, event=event, subject=message[:200],
-        body=f"{message}\n\n{ticket.reference}: {ticket.title}", url=f"{base}{ticket.get_absolute_url()}",
-        ticket_ref=ticket.reference, recipients=tuple(recipients_for(ticket)),
-        data={"ticket_id": ticket.pk, "type": ticket.type, "state": ticket.state, "priority": ticket.priority})
+        key=key or uuid.uuid4().hex,
+        event=event,
+        subject=message[:200],
+        body=f"{message}\n\n{ticket.reference}: {ticket.title}",
+        url=f"{base}{ticket.get_absolute_url()}",
+        ticket_ref=ticket.reference,
+        recipients=tuple(recipients_for(ticket)),
+        data={"ticket_id": ticket.pk, "type": ticket.type, "state": ticket.state, "priority": ticket.priority},
+    )
 
 
 def notifications_record(*, ticket: Ticket, event: str, message: str) -> list[int]:
     """Write the outbox rows of one notification (one per configured notifier) in the caller's transaction.
     Returns their ids, for `notifications_dispatch` after commit."""
     key = uuid.uuid4().hex
-    rows = [NotificationOutbox.objects.create(ticket=ticket, event=event, message=message, notifier_path=path,
-                                              key=key) for path in notifier_paths()]
+    rows = [
+        NotificationOutbox.objects.create(ticket=ticket, event=event, message=message, notifier_path=path, key=key)
+        for path in notifier_paths()
+    ]
     return [row.pk for row in rows]
 
 
@@ -71,23 +78,32 @@ def notifications_dispatch(*, outbox_ids: Sequence[int]) -> int:
     sent = 0
     for outbox_id in outbox_ids:
         with transaction.atomic():
-            row = (NotificationOutbox.objects.select_for_update(skip_locked=True)
-                   .filter(pk=outbox_id, sent_at__isnull=True).first())
+            row = (
+                NotificationOutbox.objects.select_for_update(skip_locked=True)
+                .filter(pk=outbox_id, sent_at__isnull=True)
+                .first()
+            )
             if row is None:
                 continue
             if row.key not in payloads:
                 ticket = Ticket.objects.select_related("requester", "assignee", "assignee_group").get(pk=row.ticket_id)
-                payloads[row.key] = notification_build(ticket=ticket, event=row.event, message=row.message,
-                                                       key=row.key).as_dict()
+                payloads[row.key] = notification_build(
+                    ticket=ticket, event=row.event, message=row.message, key=row.key
+                ).as_dict()
             try:
                 notify_task.apply_async(args=[row.notifier_path, payloads[row.key]])
             except PUBLISH_ERRORS as exc:
-                logger.warning("notification %s via %s: publish failed (%s); the sweep will send it",
-                               row.key, row.notifier_path, exc)
+                logger.warning(
+                    "notification %s via %s: publish failed (%s); the sweep will send it",
+                    row.key,
+                    row.notifier_path,
+                    exc,
+                )
                 NotificationOutbox.objects.filter(pk=row.pk).update(attempts=F("attempts") + 1, error=str(exc)[:500])
                 return sent
-            NotificationOutbox.objects.filter(pk=row.pk).update(sent_at=timezone.now(), attempts=F("attempts") + 1,
-                                                                error="")
+            NotificationOutbox.objects.filter(pk=row.pk).update(
+                sent_at=timezone.now(), attempts=F("attempts") + 1, error=""
+            )
             sent += 1
     return sent
 
@@ -97,8 +113,11 @@ def notifications_flush(*, now: dt.datetime | None = None) -> int:
     Returns how many were sent."""
     now = now or timezone.now()
     NotificationOutbox.objects.filter(sent_at__lt=now - SENT_RETENTION).delete()
-    ids = list(NotificationOutbox.objects.filter(sent_at__isnull=True, created_at__lt=now - UNSENT_GRACE)
-               .order_by("created_at", "id").values_list("pk", flat=True)[:FLUSH_BATCH])
+    ids = list(
+        NotificationOutbox.objects.filter(sent_at__isnull=True, created_at__lt=now - UNSENT_GRACE)
+        .order_by("created_at", "id")
+        .values_list("pk", flat=True)[:FLUSH_BATCH]
+    )
     return notifications_dispatch(outbox_ids=ids) if ids else 0
 
 

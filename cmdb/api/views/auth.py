@@ -45,8 +45,12 @@ class TokenView(ApiViewMixin, APIView):
     permission_classes = [AllowAny]
     throttle_classes = [TokenObtainThrottle]
 
-    @extend_schema(request=TokenRequestSerializer, responses=TokenResponseSerializer, tags=["auth"],
-                   operation_id="cmdb_auth_token_create")
+    @extend_schema(
+        request=TokenRequestSerializer,
+        responses=TokenResponseSerializer,
+        tags=["auth"],
+        operation_id="cmdb_auth_token_create",
+    )
     def post(self, request: Request) -> Response:
         body = TokenRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)

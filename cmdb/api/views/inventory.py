@@ -116,8 +116,9 @@ class CordonSerializer(drf_serializers.Serializer):
 
 
 @extend_schema_view(
-    history=extend_schema(summary="The node's change records, newest first",
-                          responses=s.ChangeRecordSerializer(many=True)),
+    history=extend_schema(
+        summary="The node's change records, newest first", responses=s.ChangeRecordSerializer(many=True)
+    ),
     cordon=extend_schema(summary="Cordon the node (unschedulable, with a reason)", request=CordonSerializer),
     uncordon=extend_schema(summary="Uncordon the node", request=None),
 )
@@ -143,8 +144,9 @@ class NodeViewSet(CmdbViewSet):
         with transaction.atomic():
             node = self.get_object()
             check_if_match(request, self.lock([node.pk])[node.pk])
-            node = node_cordon(node=node, reason=body.validated_data["reason"],
-                               override_hold=override_requested(request))
+            node = node_cordon(
+                node=node, reason=body.validated_data["reason"], override_hold=override_requested(request)
+            )
         return self._respond(self.refetch([node])[0])
 
     @action(detail=True, methods=["post"], filter_backends=[])
@@ -263,9 +265,13 @@ class LinkViewSet(CmdbViewSet):
 # --- history -----------------------------------------------------------------------------------------------------
 
 
-@extend_schema_view(list=extend_schema(description="The global change history (needs the global "
-                                                   "cmdb.view_changerecord permission; a node's own history is at "
-                                                   "/nodes/{id}/history/)."))
+@extend_schema_view(
+    list=extend_schema(
+        description="The global change history (needs the global "
+        "cmdb.view_changerecord permission; a node's own history is at "
+        "/nodes/{id}/history/)."
+    )
+)
 class ChangeRecordViewSet(CmdbReadOnlyViewSet):
     queryset = m.ChangeRecord.objects.all()
     serializer_class = s.ChangeRecordSerializer

@@ -43,11 +43,21 @@ class FleetSummaryView(ApiViewMixin, APIView):
 
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(responses=FleetSummarySerializer, tags=["summary"], operation_id="cmdb_summary_retrieve",
-                   parameters=[OpenApiParameter(name, str, description=text) for name, text in (
-                       ("site", "Site code or id."), ("cluster", "Cluster name or id."),
-                       ("tenant", "Tenant slug or id."), ("vendor", "Vendor slug or id (of the card or server)."),
-                       ("model", "Accelerator model name or id (nodes: those built for it)."))])
+    @extend_schema(
+        responses=FleetSummarySerializer,
+        tags=["summary"],
+        operation_id="cmdb_summary_retrieve",
+        parameters=[
+            OpenApiParameter(name, str, description=text)
+            for name, text in (
+                ("site", "Site code or id."),
+                ("cluster", "Cluster name or id."),
+                ("tenant", "Tenant slug or id."),
+                ("vendor", "Vendor slug or id (of the card or server)."),
+                ("model", "Accelerator model name or id (nodes: those built for it)."),
+            )
+        ],
+    )
     def get(self, request: Request) -> Response:
         filters = {name: request.query_params[name] for name in SUMMARY_FILTERS if name in request.query_params}
         return Response(fleet_summary(user=request.user, filters=filters))

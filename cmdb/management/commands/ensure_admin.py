@@ -27,7 +27,8 @@ class Command(BaseCommand):
             password_file.chmod(0o600)
             self.stdout.write(f"Created superuser {username!r}.")
         if password_file.exists():
-            self.stdout.write(f"Log in as {username!r} with the password in {password_file}: "
-                              f"{password_file.read_text().strip()}")
+            self.stdout.write(
+                f"Log in as {username!r} with the password in {password_file}: {password_file.read_text().strip()}"
+            )
         else:
             self.stdout.write(f"Superuser {username!r} exists (password set elsewhere).")

@@ -20,8 +20,14 @@ class Command(BaseCommand):
     def handle(self, *args, scale: str, **options) -> None:
         totals = demo_totals(scale)
         started = time.monotonic()
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), transient=False, disable=options.get("verbosity", 1) == 0) as bar:
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            transient=False,
+            disable=options.get("verbosity", 1) == 0,
+        ) as bar:
             nodes = bar.add_task("nodes", total=totals["nodes"])
             cards = bar.add_task("accelerators", total=totals["accelerators"])
 
@@ -38,5 +44,6 @@ class Command(BaseCommand):
         else:
             if connection.vendor == "postgresql":
                 planner_statistics_refresh()
-            self.stdout.write(self.style.SUCCESS(
-                f"Demo fleet ({scale}): {result['nodes_created']} nodes created in {elapsed:.1f} s."))
+            self.stdout.write(
+                self.style.SUCCESS(f"Demo fleet ({scale}): {result['nodes_created']} nodes created in {elapsed:.1f} s.")
+            )

@@ -31,8 +31,19 @@ class RequestLineSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = RequestLine
-        fields = ["id", "line_no", "line_ref", "item_kind", "item", "quantity", "site", "unit_price",
-                  "received_quantity", "po_line_ref", "po_state"]
+        fields = [
+            "id",
+            "line_no",
+            "line_ref",
+            "item_kind",
+            "item",
+            "quantity",
+            "site",
+            "unit_price",
+            "received_quantity",
+            "po_line_ref",
+            "po_state",
+        ]
 
     @extend_schema_field(OpenApiTypes.OBJECT)
     def get_item(self, line: RequestLine) -> dict[str, Any]:
@@ -54,8 +65,18 @@ class ShipmentSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Shipment
-        fields = ["id", "shipment_ref", "status", "carrier", "tracking", "is_dispatch_known", "dispatched_at",
-                  "expected_at", "delivered_at", "site"]
+        fields = [
+            "id",
+            "shipment_ref",
+            "status",
+            "carrier",
+            "tracking",
+            "is_dispatch_known",
+            "dispatched_at",
+            "expected_at",
+            "delivered_at",
+            "site",
+        ]
 
 
 class DiscrepancySerializer(serializers.ModelSerializer):
@@ -64,8 +85,21 @@ class DiscrepancySerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Discrepancy
-        fields = ["id", "request", "request_ref", "shipment_ref", "kind", "serial", "expected_quantity",
-                  "actual_quantity", "detail", "status", "created_at", "resolved_at", "resolution"]
+        fields = [
+            "id",
+            "request",
+            "request_ref",
+            "shipment_ref",
+            "kind",
+            "serial",
+            "expected_quantity",
+            "actual_quantity",
+            "detail",
+            "status",
+            "created_at",
+            "resolved_at",
+            "resolution",
+        ]
         read_only_fields = fields
 
 
@@ -81,17 +115,52 @@ class ProcurementRequestSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ProcurementRequest
-        fields = ["id", "reference", "title", "justification", "budget_code", "currency", "total_amount", "state",
-                  "is_open", "requested_by", "ticket_ref", "approval_round", "approval_progress", "approvals",
-                  "submitted_at", "approved_at", "po_number", "po_state", "po_created_at", "po_error", "supplier",
-                  "invoice_number", "invoiced_amount", "trigger_count", "notes", "lines", "shipments",
-                  "discrepancies", "created_at", "updated_at"]
+        fields = [
+            "id",
+            "reference",
+            "title",
+            "justification",
+            "budget_code",
+            "currency",
+            "total_amount",
+            "state",
+            "is_open",
+            "requested_by",
+            "ticket_ref",
+            "approval_round",
+            "approval_progress",
+            "approvals",
+            "submitted_at",
+            "approved_at",
+            "po_number",
+            "po_state",
+            "po_created_at",
+            "po_error",
+            "supplier",
+            "invoice_number",
+            "invoiced_amount",
+            "trigger_count",
+            "notes",
+            "lines",
+            "shipments",
+            "discrepancies",
+            "created_at",
+            "updated_at",
+        ]
         read_only_fields = fields
 
     @extend_schema_field(serializers.ListField(child=serializers.DictField()))
     def get_approval_progress(self, req: ProcurementRequest) -> list[dict[str, Any]]:
-        return [{"level": p.level, "rule": p.name, "required": p.required, "approvers": list(p.approvers),
-                 "is_satisfied": p.is_satisfied} for p in approval_progress(req)]
+        return [
+            {
+                "level": p.level,
+                "rule": p.name,
+                "required": p.required,
+                "approvers": list(p.approvers),
+                "is_satisfied": p.is_satisfied,
+            }
+            for p in approval_progress(req)
+        ]
 
 
 class LineInputSerializer(serializers.Serializer):
@@ -120,8 +189,12 @@ class LineInputSerializer(serializers.Serializer):
 
     def to_line(self, attrs: dict[str, Any]) -> LineInput:
         key = {"server": "server_model", "accelerator": "accelerator_model", "part": "part_model"}[attrs["kind"]]
-        return LineInput(quantity=attrs["quantity"], site=attrs["site_obj"], unit_price=attrs.get("unit_price"),
-                         **{key: attrs["item"]})
+        return LineInput(
+            quantity=attrs["quantity"],
+            site=attrs["site_obj"],
+            unit_price=attrs.get("unit_price"),
+            **{key: attrs["item"]},
+        )
 
 
 class RequestCreateInputSerializer(serializers.Serializer):
@@ -151,8 +224,23 @@ class ApprovalRuleSerializer(serializers.ModelSerializer):
 
 class InboundEventSerializer(serializers.ModelSerializer):
     status = serializers.CharField(read_only=True, help_text="pending, processing, processed, deferred, failed")
+
     class Meta:
         model = InboundEvent
-        fields = ["id", "source", "event_id", "type", "status", "waits_for", "signed_with", "occurred_at",
-                  "received_at", "processed_at", "attempts", "error", "request", "payload"]
+        fields = [
+            "id",
+            "source",
+            "event_id",
+            "type",
+            "status",
+            "waits_for",
+            "signed_with",
+            "occurred_at",
+            "received_at",
+            "processed_at",
+            "attempts",
+            "error",
+            "request",
+            "payload",
+        ]
         read_only_fields = fields

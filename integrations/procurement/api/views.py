@@ -61,8 +61,10 @@ def service_errors() -> Iterator[None]:
 
 def can_see_all_requests(user) -> bool:
     """The global view permission, or membership of an approval group (approvers must see what they vote on)."""
-    return user.has_perm("procurement.view_procurementrequest") or ApprovalRule.objects.filter(
-        is_active=True, group__in=user.groups.all()).exists()
+    return (
+        user.has_perm("procurement.view_procurementrequest")
+        or ApprovalRule.objects.filter(is_active=True, group__in=user.groups.all()).exists()
+    )
 
 
 def _require(request: Request, perm: str) -> None:
@@ -75,10 +77,16 @@ def _filters(**described: str) -> list[OpenApiParameter]:
     return [OpenApiParameter(name, OpenApiTypes.STR, description=text) for name, text in described.items()]
 
 
-@extend_schema_view(list=extend_schema(parameters=_filters(
-    state="Request state.", is_open="true or false.", site="Site code of a line.", po_number="PO number.")))
-class ProcurementRequestViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
-                                mixins.CreateModelMixin, viewsets.GenericViewSet):
+@extend_schema_view(
+    list=extend_schema(
+        parameters=_filters(
+            state="Request state.", is_open="true or false.", site="Site code of a line.", po_number="PO number."
+        )
+    )
+)
+class ProcurementRequestViewSet(
+    ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet
+):
     """Procurement requests. Filters: ?state=, ?is_open=true|false, ?site=<code>, ?po_number=."""
 
     serializer_class = ProcurementRequestSerializer
@@ -88,9 +96,14 @@ class ProcurementRequestViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.Retr
         if getattr(self, "swagger_fake_view", False):  # OpenAPI generation: no user
             return ProcurementRequest.objects.none()
         qs = ProcurementRequest.objects.select_related("requested_by").prefetch_related(
-            Prefetch("lines", queryset=RequestLine.objects.select_related(
-                "site", "server_model", "accelerator_model", "part_model")),
-            "approvals", "shipments__site", "discrepancies__shipment")
+            Prefetch(
+                "lines",
+                queryset=RequestLine.objects.select_related("site", "server_model", "accelerator_model", "part_model"),
+            ),
+            "approvals",
+            "shipments__site",
+            "discrepancies__shipment",
+        )
         user = self.request.user
         if not can_see_all_requests(user):
             qs = qs.filter(requested_by=user)
@@ -113,9 +126,12 @@ class ProcurementRequestViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.Retr
         lines_in = LineInputSerializer()
         with service_errors(), transaction.atomic(), change_context(actor=request.user, source=ChangeSource.API):
             req = svc.request_create(
-                title=data.validated_data["title"], justification=data.validated_data["justification"],
-                budget_code=data.validated_data["budget_code"], requested_by=request.user,
-                lines=[lines_in.to_line(line) for line in data.validated_data["lines"]])
+                title=data.validated_data["title"],
+                justification=data.validated_data["justification"],
+                budget_code=data.validated_data["budget_code"],
+                requested_by=request.user,
+                lines=[lines_in.to_line(line) for line in data.validated_data["lines"]],
+            )
             if data.validated_data["submit"]:
                 req = svc.request_submit(request=req, actor=request.user)
         return Response(self.get_serializer(self.get_queryset().get(pk=req.pk)).data, status=status.HTTP_201_CREATED)
@@ -139,16 +155,20 @@ class ProcurementRequestViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.Retr
         """Vote for the request; the vote that completes the chain places the PO (asynchronously)."""
         body = CommentInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        return self._command(request, lambda req: svc.request_approve(
-            request=req, approver=request.user, comment=body.validated_data["comment"]))
+        return self._command(
+            request,
+            lambda req: svc.request_approve(request=req, approver=request.user, comment=body.validated_data["comment"]),
+        )
 
     @extend_schema(request=CommentInputSerializer, responses=ProcurementRequestSerializer)
     @action(detail=True, methods=["post"])
     def reject(self, request: Request, pk: str | None = None) -> Response:
         body = CommentInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        return self._command(request, lambda req: svc.request_reject(
-            request=req, approver=request.user, comment=body.validated_data["comment"]))
+        return self._command(
+            request,
+            lambda req: svc.request_reject(request=req, approver=request.user, comment=body.validated_data["comment"]),
+        )
 
     @extend_schema(request=ReasonInputSerializer, responses=ProcurementRequestSerializer)
     @action(detail=True, methods=["post"])
@@ -156,8 +176,10 @@ class ProcurementRequestViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.Retr
         _require(request, "procurement.add_procurementrequest")
         body = ReasonInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        return self._command(request, lambda req: svc.request_cancel(
-            request=req, actor=request.user, reason=body.validated_data["reason"]))
+        return self._command(
+            request,
+            lambda req: svc.request_cancel(request=req, actor=request.user, reason=body.validated_data["reason"]),
+        )
 
     @extend_schema(request=None, responses={202: ProcurementRequestSerializer})
     @action(detail=True, methods=["post"], url_path="retry-order")
@@ -174,8 +196,11 @@ class ProcurementRequestViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.Retr
         return Response(self.get_serializer(self.get_queryset().get(pk=req.pk)).data, status=status.HTTP_202_ACCEPTED)
 
 
-@extend_schema_view(list=extend_schema(parameters=_filters(
-    status="open or resolved.", request="Request id or PO number.", kind="Discrepancy kind.")))
+@extend_schema_view(
+    list=extend_schema(
+        parameters=_filters(status="open or resolved.", request="Request id or PO number.", kind="Discrepancy kind.")
+    )
+)
 class DiscrepancyViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Discrepancies of deliveries and invoices. Filters: ?status=open|resolved, ?request=<id>, ?kind=."""
 
@@ -206,8 +231,9 @@ class DiscrepancyViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveMod
         body = ReasonInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         with service_errors(), change_context(actor=request.user, source=ChangeSource.API):
-            row = discrepancy_resolve(discrepancy=self.get_object(), actor=request.user,
-                                      resolution=body.validated_data["reason"])
+            row = discrepancy_resolve(
+                discrepancy=self.get_object(), actor=request.user, resolution=body.validated_data["reason"]
+            )
         return Response(self.get_serializer(row).data)
 
 
@@ -218,8 +244,9 @@ class ApprovalRuleViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
     queryset = ApprovalRule.objects.select_related("group")
 
 
-@extend_schema_view(list=extend_schema(parameters=_filters(
-    status="Event status.", type="Event type.", source="Sending system.")))
+@extend_schema_view(
+    list=extend_schema(parameters=_filters(status="Event status.", type="Event type.", source="Sending system."))
+)
 class InboundEventViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
     """Stored inbound events (procurement and WMS). Requires procurement.view_inboundevent.
     Filters: ?status=, ?type=, ?source=."""
@@ -237,8 +264,10 @@ class InboundEventViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
                 qs = qs.filter(**{name: value})
         return qs
 
-    @extend_schema(request=None, responses={202: InboundEventSerializer,
-                                            400: OpenApiResponse(description="The event has not failed.")})
+    @extend_schema(
+        request=None,
+        responses={202: InboundEventSerializer, 400: OpenApiResponse(description="The event has not failed.")},
+    )
     @action(detail=True, methods=["post"])
     def rerun(self, request: Request, pk: str | None = None) -> Response:
         """Re-run a failed event (after fixing what made it fail)."""

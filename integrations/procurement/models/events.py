@@ -26,25 +26,34 @@ class InboundEvent(models.Model):
     `processing` by a worker that died is put back to pending by the sweep task (`claimed_at` says since when).
     """
 
-    channel = models.CharField(max_length=16, default="procurement",
-                               help_text="Which endpoint took it, so which task processes it: procurement or wms.")
+    channel = models.CharField(
+        max_length=16,
+        default="procurement",
+        help_text="Which endpoint took it, so which task processes it: procurement or wms.",
+    )
     source = models.CharField(max_length=32)
     event_id = models.CharField(max_length=128)
     type = models.CharField(max_length=64, db_index=True)
     payload = models.JSONField()
-    status = models.CharField(max_length=16, choices=EventStatus.choices, default=EventStatus.PENDING,
-                              db_index=True)
+    status = models.CharField(max_length=16, choices=EventStatus.choices, default=EventStatus.PENDING, db_index=True)
     waits_for = models.CharField(max_length=128, blank=True, db_index=True)
     signed_with = models.PositiveSmallIntegerField(
-        default=0, help_text="Index of the secret that verified it (0 = current, 1 = previous during rotation).")
+        default=0, help_text="Index of the secret that verified it (0 = current, 1 = previous during rotation)."
+    )
     occurred_at = models.DateTimeField(null=True, blank=True, help_text="When the peer says it happened.")
     received_at = models.DateTimeField(db_index=True)
     claimed_at = models.DateTimeField(null=True, blank=True, help_text="When a worker last claimed it.")
     processed_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
-    request = models.ForeignKey("procurement.ProcurementRequest", null=True, blank=True, on_delete=models.SET_NULL,
-                                related_name="events", help_text="The request it concerned, once known.")
+    request = models.ForeignKey(
+        "procurement.ProcurementRequest",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="events",
+        help_text="The request it concerned, once known.",
+    )
 
     class Meta:
         ordering = ["-received_at", "-id"]

@@ -32,7 +32,10 @@ class RequestState(models.TextChoices):
 
 
 OPEN_REQUEST_STATES = (
-    RequestState.DRAFT, RequestState.SUBMITTED, RequestState.APPROVED, RequestState.ORDERED,
+    RequestState.DRAFT,
+    RequestState.SUBMITTED,
+    RequestState.APPROVED,
+    RequestState.ORDERED,
     RequestState.PARTIALLY_RECEIVED,
 )
 EDITABLE_REQUEST_STATES = (RequestState.DRAFT, RequestState.SUBMITTED)
@@ -53,8 +56,14 @@ class PoState(models.TextChoices):
 
 # Events may arrive out of order (an approval after the dispatch it preceded); a PO state never moves back.
 PO_RANK: dict[str, int] = {
-    PoState.NONE: 0, PoState.CREATED: 1, PoState.APPROVED: 2, PoState.DISPATCHED: 3,
-    PoState.PARTIALLY_DELIVERED: 4, PoState.DELIVERED: 5, PoState.INVOICED: 6, PoState.CANCELLED: 7,
+    PoState.NONE: 0,
+    PoState.CREATED: 1,
+    PoState.APPROVED: 2,
+    PoState.DISPATCHED: 3,
+    PoState.PARTIALLY_DELIVERED: 4,
+    PoState.DELIVERED: 5,
+    PoState.INVOICED: 6,
+    PoState.CANCELLED: 7,
 }
 
 
@@ -68,10 +77,16 @@ class ApprovalRule(models.Model):
 
     name = models.CharField(max_length=100, unique=True)
     level = models.PositiveSmallIntegerField(default=1, help_text="Order of the levels in the chain (1 first).")
-    min_amount = models.DecimalField(max_digits=14, decimal_places=2, default=Decimal("0"),
-                                     validators=[MinValueValidator(Decimal("0"))])
-    max_amount = models.DecimalField(max_digits=14, decimal_places=2, null=True, blank=True,
-                                     help_text="Exclusive upper bound; empty = no upper bound.")
+    min_amount = models.DecimalField(
+        max_digits=14, decimal_places=2, default=Decimal("0"), validators=[MinValueValidator(Decimal("0"))]
+    )
+    max_amount = models.DecimalField(
+        max_digits=14,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        help_text="Exclusive upper bound; empty = no upper bound.",
+    )
     approvers_required = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1)])
     # PROTECT: deleting the group would silently make a level impossible (or trivially) to satisfy.
     group = models.ForeignKey(Group, on_delete=models.PROTECT, related_name="procurement_approval_rules")
@@ -80,8 +95,10 @@ class ApprovalRule(models.Model):
     class Meta:
         ordering = ["level", "min_amount", "name"]
         constraints = [
-            models.CheckConstraint(condition=Q(max_amount__isnull=True) | Q(max_amount__gt=models.F("min_amount")),
-                                   name="approvalrule_range_not_empty"),
+            models.CheckConstraint(
+                condition=Q(max_amount__isnull=True) | Q(max_amount__gt=models.F("min_amount")),
+                name="approvalrule_range_not_empty",
+            ),
             models.CheckConstraint(condition=Q(approvers_required__gte=1), name="approvalrule_needs_an_approver"),
         ]
 
@@ -106,17 +123,30 @@ class ProcurementRequest(models.Model):
     justification = models.TextField()
     budget_code = models.CharField(max_length=64)
     currency = models.CharField(max_length=3, default="USD")
-    state = models.CharField(max_length=24, choices=RequestState.choices, default=RequestState.DRAFT,
-                             db_index=True)
+    state = models.CharField(max_length=24, choices=RequestState.choices, default=RequestState.DRAFT, db_index=True)
     is_open = models.BooleanField(default=True, db_index=True)
-    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                     related_name="procurement_requests", help_text="Empty when opened by gpuops.")
-    dedup_key = models.CharField(max_length=128, blank=True, db_index=True,
-                                 help_text="At most one open request per key, e.g. 'minstock:3:accelerator_model:5'.")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="procurement_requests",
+        help_text="Empty when opened by gpuops.",
+    )
+    dedup_key = models.CharField(
+        max_length=128,
+        blank=True,
+        db_index=True,
+        help_text="At most one open request per key, e.g. 'minstock:3:accelerator_model:5'.",
+    )
     # A stable id from birth: deliveries months later still group their CMDB changes under this request.
     correlation_id = models.CharField(max_length=64, unique=True, default=correlation_id_new, editable=False)
-    ticket_ref = models.CharField(max_length=64, blank=True, db_index=True,
-                                  help_text="The procurement ticket, e.g. 'ticket:42', once the workflow exists.")
+    ticket_ref = models.CharField(
+        max_length=64,
+        blank=True,
+        db_index=True,
+        help_text="The procurement ticket, e.g. 'ticket:42', once the workflow exists.",
+    )
 
     approval_round = models.PositiveIntegerField(default=0, help_text="Bumped on each submit; older votes lapse.")
     # The chain fixed at submit time from the amount ([{"rule": id, "name", "level", "group": id, "required"}]):
@@ -129,9 +159,9 @@ class ProcurementRequest(models.Model):
     # The purchase order in the procurement system.
     po_number = models.CharField(max_length=64, blank=True, db_index=True)
     po_state = models.CharField(max_length=24, choices=PoState.choices, default=PoState.NONE, blank=True)
-    po_idempotency_key = models.CharField(max_length=128, blank=True,
-                                          help_text="Sent with every attempt to create the PO: one PO, however "
-                                                    "many retries.")
+    po_idempotency_key = models.CharField(
+        max_length=128, blank=True, help_text="Sent with every attempt to create the PO: one PO, however many retries."
+    )
     po_created_at = models.DateTimeField(null=True, blank=True)
     po_attempts = models.PositiveIntegerField(default=0)
     po_error = models.TextField(blank=True, help_text="The last error placing the PO (cleared on success).")
@@ -151,10 +181,14 @@ class ProcurementRequest(models.Model):
         ordering = ["-created_at", "-id"]
         permissions = [("approve_procurementrequest", "Can vote on procurement requests")]
         constraints = [
-            models.UniqueConstraint(fields=["dedup_key"], condition=Q(is_open=True) & ~Q(dedup_key=""),
-                                    name="procurementrequest_one_open_per_dedup_key"),
-            models.UniqueConstraint(fields=["po_number"], condition=~Q(po_number=""),
-                                    name="procurementrequest_unique_po_number"),
+            models.UniqueConstraint(
+                fields=["dedup_key"],
+                condition=Q(is_open=True) & ~Q(dedup_key=""),
+                name="procurementrequest_one_open_per_dedup_key",
+            ),
+            models.UniqueConstraint(
+                fields=["po_number"], condition=~Q(po_number=""), name="procurementrequest_unique_po_number"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -185,17 +219,23 @@ class RequestLine(models.Model):
 
     request = models.ForeignKey(ProcurementRequest, on_delete=models.CASCADE, related_name="lines")
     line_no = models.PositiveSmallIntegerField()
-    server_model = models.ForeignKey("cmdb.ServerModel", null=True, blank=True, on_delete=models.PROTECT,
-                                     related_name="+")
-    accelerator_model = models.ForeignKey("cmdb.AcceleratorModel", null=True, blank=True, on_delete=models.PROTECT,
-                                          related_name="+")
-    part_model = models.ForeignKey("cmdb.PartModel", null=True, blank=True, on_delete=models.PROTECT,
-                                   related_name="+")
+    server_model = models.ForeignKey(
+        "cmdb.ServerModel", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    accelerator_model = models.ForeignKey(
+        "cmdb.AcceleratorModel", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    part_model = models.ForeignKey("cmdb.PartModel", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     quantity = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     # PROTECT: a site with purchase history is not deleted by accident.
     site = models.ForeignKey("cmdb.Site", on_delete=models.PROTECT, related_name="+")
-    unit_price = models.DecimalField(max_digits=14, decimal_places=2, default=Decimal("0"),
-                                     validators=[MinValueValidator(Decimal("0"))], help_text="Estimated.")
+    unit_price = models.DecimalField(
+        max_digits=14,
+        decimal_places=2,
+        default=Decimal("0"),
+        validators=[MinValueValidator(Decimal("0"))],
+        help_text="Estimated.",
+    )
     received_quantity = models.PositiveIntegerField(default=0)
     po_line_ref = models.CharField(max_length=64, blank=True, help_text="The procurement system's line id.")
     po_state = models.CharField(max_length=24, choices=PoState.choices, default=PoState.NONE, blank=True)
@@ -205,9 +245,11 @@ class RequestLine(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["request", "line_no"], name="requestline_unique_line_no"),
             models.CheckConstraint(
-                condition=(Q(server_model__isnull=False, accelerator_model__isnull=True, part_model__isnull=True)
-                           | Q(server_model__isnull=True, accelerator_model__isnull=False, part_model__isnull=True)
-                           | Q(server_model__isnull=True, accelerator_model__isnull=True, part_model__isnull=False)),
+                condition=(
+                    Q(server_model__isnull=False, accelerator_model__isnull=True, part_model__isnull=True)
+                    | Q(server_model__isnull=True, accelerator_model__isnull=False, part_model__isnull=True)
+                    | Q(server_model__isnull=True, accelerator_model__isnull=True, part_model__isnull=False)
+                ),
                 name="requestline_exactly_one_item",
             ),
             models.CheckConstraint(condition=Q(quantity__gte=1), name="requestline_quantity_positive"),

@@ -34,8 +34,14 @@ class Shipment(models.Model):
     # When we learned of the delivery: the grace for a missing dispatch notice runs from here, not from the
     # peer's delivered_at (a delivery reported days late must not be flagged the moment it arrives).
     delivery_recorded_at = models.DateTimeField(null=True, blank=True)
-    site = models.ForeignKey("cmdb.Site", null=True, blank=True, on_delete=models.PROTECT, related_name="+",
-                             help_text="Where it was delivered.")
+    site = models.ForeignKey(
+        "cmdb.Site",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="Where it was delivered.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -66,18 +72,20 @@ class ShipmentItem(models.Model):
     is_received = models.BooleanField(default=False)
     status = models.CharField(max_length=16, choices=ShipmentItemStatus.choices, default=ShipmentItemStatus.EXPECTED)
     node = models.ForeignKey("cmdb.Node", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    accelerator = models.ForeignKey("cmdb.Accelerator", null=True, blank=True, on_delete=models.SET_NULL,
-                                    related_name="+")
-    part_item = models.ForeignKey("cmdb.PartItem", null=True, blank=True, on_delete=models.SET_NULL,
-                                  related_name="+")
+    accelerator = models.ForeignKey(
+        "cmdb.Accelerator", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    part_item = models.ForeignKey("cmdb.PartItem", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
     class Meta:
         ordering = ["shipment_id", "line_id", "serial"]
         constraints = [
-            models.UniqueConstraint(fields=["shipment", "serial"], condition=~Q(serial=""),
-                                    name="shipmentitem_unique_serial"),
-            models.UniqueConstraint(fields=["shipment", "line"], condition=Q(serial=""),
-                                    name="shipmentitem_one_quantity_row_per_line"),
+            models.UniqueConstraint(
+                fields=["shipment", "serial"], condition=~Q(serial=""), name="shipmentitem_unique_serial"
+            ),
+            models.UniqueConstraint(
+                fields=["shipment", "line"], condition=Q(serial=""), name="shipmentitem_one_quantity_row_per_line"
+            ),
         ]
         indexes = [models.Index(fields=["serial"])]
 
@@ -114,8 +122,9 @@ class Discrepancy(models.Model):
     """
 
     request = models.ForeignKey(ProcurementRequest, on_delete=models.CASCADE, related_name="discrepancies")
-    shipment = models.ForeignKey(Shipment, null=True, blank=True, on_delete=models.CASCADE,
-                                 related_name="discrepancies")
+    shipment = models.ForeignKey(
+        Shipment, null=True, blank=True, on_delete=models.CASCADE, related_name="discrepancies"
+    )
     line = models.ForeignKey(RequestLine, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     kind = models.CharField(max_length=32, choices=DiscrepancyKind.choices)
     serial = models.CharField(max_length=100, blank=True)
@@ -125,20 +134,23 @@ class Discrepancy(models.Model):
     # "<kind>:<shipment id>:<serial or line>": what makes two discrepancies the same one (NULL-free, so the
     # partial unique constraint below holds on every database).
     subject_key = models.CharField(max_length=200)
-    status = models.CharField(max_length=16, choices=DiscrepancyStatus.choices, default=DiscrepancyStatus.OPEN,
-                              db_index=True)
+    status = models.CharField(
+        max_length=16, choices=DiscrepancyStatus.choices, default=DiscrepancyStatus.OPEN, db_index=True
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     resolved_at = models.DateTimeField(null=True, blank=True)
-    resolved_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                    related_name="+")
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     resolution = models.CharField(max_length=500, blank=True)
 
     class Meta:
         ordering = ["request_id", "-created_at", "id"]
         verbose_name_plural = "discrepancies"
         constraints = [
-            models.UniqueConstraint(fields=["request", "subject_key"], condition=Q(status="open"),
-                                    name="discrepancy_one_open_per_subject"),
+            models.UniqueConstraint(
+                fields=["request", "subject_key"], condition=Q(status="open"), name="discrepancy_one_open_per_subject"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -58,9 +58,15 @@ def _request_by_ref(ref: str) -> ProcurementRequest:
 
 
 def _lines(data: dict[str, Any]) -> list[ShipmentLineData]:
-    return [ShipmentLineData(line_ref=line["line_ref"], serials=tuple(line.get("serials") or ()),
-                             quantity=line.get("quantity"), warranty_months=line.get("warranty_months"))
-            for line in data.get("lines", [])]
+    return [
+        ShipmentLineData(
+            line_ref=line["line_ref"],
+            serials=tuple(line.get("serials") or ()),
+            quantity=line.get("quantity"),
+            warranty_months=line.get("warranty_months"),
+        )
+        for line in data.get("lines", [])
+    ]
 
 
 def _when(value: Any) -> Any:
@@ -68,13 +74,19 @@ def _when(value: Any) -> Any:
 
 
 def _po_created(event: InboundEvent, data: dict[str, Any]) -> ProcurementRequest:
-    req = (ProcurementRequest.objects.filter(po_number=data["po_number"]).first()
-           or _request_by_ref(data["request_ref"]))
+    req = ProcurementRequest.objects.filter(po_number=data["po_number"]).first() or _request_by_ref(data["request_ref"])
     po = PurchaseOrder(
-        po_number=data["po_number"], state="created", request_ref=data["request_ref"],
+        po_number=data["po_number"],
+        state="created",
+        request_ref=data["request_ref"],
         supplier=data.get("supplier", ""),
-        lines=tuple(OrderLine(line_ref=line["line_ref"], po_line_ref=line.get("po_line_ref", ""),
-                              quantity=line.get("quantity", 0)) for line in data.get("lines", [])))
+        lines=tuple(
+            OrderLine(
+                line_ref=line["line_ref"], po_line_ref=line.get("po_line_ref", ""), quantity=line.get("quantity", 0)
+            )
+            for line in data.get("lines", [])
+        ),
+    )
     req = order_attach(request=req, po=po, source=f"event {event.event_id}")
     number = po.po_number
     transaction.on_commit(lambda: events_release_for_po(number))
@@ -93,9 +105,13 @@ def _po_cancelled(event: InboundEvent, data: dict[str, Any]) -> ProcurementReque
     req.refresh_from_db()
     reason = data.get("reason", "")
     if any(line.received_quantity for line in req.lines.all()):
-        discrepancy_open(request=req, kind=DiscrepancyKind.CANCELLED_AFTER_RECEIPT, subject=req.po_number,
-                         detail=f"PO {req.po_number} was cancelled ({reason or 'no reason given'}) after goods were "
-                                "received; the received assets stay in the CMDB.")
+        discrepancy_open(
+            request=req,
+            kind=DiscrepancyKind.CANCELLED_AFTER_RECEIPT,
+            subject=req.po_number,
+            detail=f"PO {req.po_number} was cancelled ({reason or 'no reason given'}) after goods were "
+            "received; the received assets stay in the CMDB.",
+        )
     elif req.state not in (RequestState.CLOSED, RequestState.CANCELLED):
         req.state, req.is_open, req.decided_at = RequestState.CANCELLED, False, timezone.now()
         req.notes = f"{req.notes}\nPO {req.po_number} cancelled by procurement: {reason}".strip()
@@ -106,16 +122,27 @@ def _po_cancelled(event: InboundEvent, data: dict[str, Any]) -> ProcurementReque
 
 def _dispatched(event: InboundEvent, data: dict[str, Any]) -> ProcurementRequest:
     req = _request_by_po(data["po_number"])
-    shipment_dispatch_record(request=req, shipment_ref=data["shipment_id"], lines=_lines(data),
-                             carrier=data.get("carrier", ""), tracking=data.get("tracking", ""),
-                             dispatched_at=event.occurred_at, expected_at=_when(data.get("expected_at")))
+    shipment_dispatch_record(
+        request=req,
+        shipment_ref=data["shipment_id"],
+        lines=_lines(data),
+        carrier=data.get("carrier", ""),
+        tracking=data.get("tracking", ""),
+        dispatched_at=event.occurred_at,
+        expected_at=_when(data.get("expected_at")),
+    )
     return req
 
 
 def _delivered(event: InboundEvent, data: dict[str, Any]) -> ProcurementRequest:
     req = _request_by_po(data["po_number"])
-    shipment_deliver(request=req, shipment_ref=data["shipment_id"], site_code=data["site"], lines=_lines(data),
-                     delivered_at=_when(data.get("delivered_at")) or event.occurred_at)
+    shipment_deliver(
+        request=req,
+        shipment_ref=data["shipment_id"],
+        site_code=data["site"],
+        lines=_lines(data),
+        delivered_at=_when(data.get("delivered_at")) or event.occurred_at,
+    )
     return req
 
 
@@ -131,9 +158,13 @@ def _invoice(event: InboundEvent, data: dict[str, Any]) -> ProcurementRequest:
     ordered = req.total_amount
     currency = data.get("currency") or req.currency
     if ordered and (amount != ordered or currency != req.currency):
-        discrepancy_open(request=req, kind=DiscrepancyKind.INVOICE_MISMATCH, subject=data["invoice_number"],
-                         detail=f"Invoice {data['invoice_number']}: {amount:,.2f} {currency}; the request's lines "
-                                f"total {ordered:,.2f} {req.currency}.")
+        discrepancy_open(
+            request=req,
+            kind=DiscrepancyKind.INVOICE_MISMATCH,
+            subject=data["invoice_number"],
+            detail=f"Invoice {data['invoice_number']}: {amount:,.2f} {currency}; the request's lines "
+            f"total {ordered:,.2f} {req.currency}.",
+        )
     return request_receipt_refresh(req)
 
 

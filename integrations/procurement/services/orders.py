@@ -22,11 +22,22 @@ def order_draft_build(request: ProcurementRequest) -> OrderDraft:
     """The order we ask for, from the request and its lines."""
     lines = request.lines.select_related("server_model", "accelerator_model", "part_model", "site")
     return OrderDraft(
-        request_ref=request.reference, title=request.title, budget_code=request.budget_code,
-        currency=request.currency, justification=request.justification,
-        lines=tuple(OrderLineDraft(line_ref=line.line_ref, sku=line.sku, description=str(line.item),
-                                   quantity=line.quantity, unit_price=line.unit_price, site_code=line.site.code)
-                    for line in lines),
+        request_ref=request.reference,
+        title=request.title,
+        budget_code=request.budget_code,
+        currency=request.currency,
+        justification=request.justification,
+        lines=tuple(
+            OrderLineDraft(
+                line_ref=line.line_ref,
+                sku=line.sku,
+                description=str(line.item),
+                quantity=line.quantity,
+                unit_price=line.unit_price,
+                site_code=line.site.code,
+            )
+            for line in lines
+        ),
     )
 
 
@@ -44,8 +55,13 @@ def order_attach(*, request: ProcurementRequest, po: PurchaseOrder, source: str)
     req = ProcurementRequest.objects.select_for_update().get(pk=request.pk)
     if req.po_number and req.po_number != po.po_number:
         raise PermanentError(f"{req.reference} already has PO {req.po_number}; refusing {po.po_number} ({source}).")
-    if req.state not in (RequestState.APPROVED, RequestState.ORDERED, RequestState.PARTIALLY_RECEIVED,
-                         RequestState.RECEIVED, RequestState.CLOSED):
+    if req.state not in (
+        RequestState.APPROVED,
+        RequestState.ORDERED,
+        RequestState.PARTIALLY_RECEIVED,
+        RequestState.RECEIVED,
+        RequestState.CLOSED,
+    ):
         raise PermanentError(f"{req.reference} is {req.get_state_display()}; a PO needs an approved request.")
     req.po_number = po.po_number
     req.po_state = po_state_advance(req.po_state, PoState.CREATED)

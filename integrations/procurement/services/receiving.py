@@ -52,10 +52,16 @@ from ..tickets import ticket_sync_on_commit
 from .orders import po_state_advance
 
 # Discrepancies recomputed from scratch by request_reconcile (the others are raised once by the event handlers).
-RECONCILED_KINDS = frozenset({
-    DiscrepancyKind.MISSING, DiscrepancyKind.UNEXPECTED, DiscrepancyKind.QUANTITY_SHORT,
-    DiscrepancyKind.QUANTITY_OVER, DiscrepancyKind.NO_DISPATCH_NOTICE, DiscrepancyKind.OVER_DELIVERED,
-})
+RECONCILED_KINDS = frozenset(
+    {
+        DiscrepancyKind.MISSING,
+        DiscrepancyKind.UNEXPECTED,
+        DiscrepancyKind.QUANTITY_SHORT,
+        DiscrepancyKind.QUANTITY_OVER,
+        DiscrepancyKind.NO_DISPATCH_NOTICE,
+        DiscrepancyKind.OVER_DELIVERED,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -85,13 +91,29 @@ def months_add(day: dt.date, months: int) -> dt.date:
     return dt.date(year, month, min(day.day, calendar.monthrange(year, month)[1]))
 
 
-def discrepancy_open(*, request: ProcurementRequest, kind: str, subject: str, detail: str,
-                     shipment: Shipment | None = None, line: RequestLine | None = None, serial: str = "",
-                     expected: int | None = None, actual: int | None = None) -> Discrepancy:
+def discrepancy_open(
+    *,
+    request: ProcurementRequest,
+    kind: str,
+    subject: str,
+    detail: str,
+    shipment: Shipment | None = None,
+    line: RequestLine | None = None,
+    serial: str = "",
+    expected: int | None = None,
+    actual: int | None = None,
+) -> Discrepancy:
     """Open a discrepancy, or refresh the open one about the same subject (never a duplicate)."""
     key = f"{kind}:{shipment.pk if shipment else '-'}:{subject}"[:200]
-    values = {"kind": kind, "shipment": shipment, "line": line, "serial": serial, "detail": detail[:500],
-              "expected_quantity": expected, "actual_quantity": actual}
+    values = {
+        "kind": kind,
+        "shipment": shipment,
+        "line": line,
+        "serial": serial,
+        "detail": detail[:500],
+        "expected_quantity": expected,
+        "actual_quantity": actual,
+    }
     found = Discrepancy.objects.filter(request=request, subject_key=key, status=DiscrepancyStatus.OPEN).first()
     if found is None:
         ticket_sync_on_commit(request, note=f"Discrepancy ({DiscrepancyKind(kind).label}): {detail}"[:500])
@@ -108,17 +130,25 @@ def _lines(request: ProcurementRequest) -> dict[str, RequestLine]:
 
 
 def _shipment_for(request: ProcurementRequest, shipment_ref: str) -> Shipment:
-    shipment, _ = Shipment.objects.select_for_update().get_or_create(shipment_ref=shipment_ref,
-                                                                     defaults={"request": request})
+    shipment, _ = Shipment.objects.select_for_update().get_or_create(
+        shipment_ref=shipment_ref, defaults={"request": request}
+    )
     if shipment.request_id != request.pk:
         raise PermanentError(f"shipment {shipment_ref} belongs to PR-{shipment.request_id}, not {request.reference}")
     return shipment
 
 
 @transaction.atomic
-def shipment_dispatch_record(*, request: ProcurementRequest, shipment_ref: str, lines: Sequence[ShipmentLineData],
-                             carrier: str = "", tracking: str = "", dispatched_at: dt.datetime | None = None,
-                             expected_at: dt.datetime | None = None) -> Shipment:
+def shipment_dispatch_record(
+    *,
+    request: ProcurementRequest,
+    shipment_ref: str,
+    lines: Sequence[ShipmentLineData],
+    carrier: str = "",
+    tracking: str = "",
+    dispatched_at: dt.datetime | None = None,
+    expected_at: dt.datetime | None = None,
+) -> Shipment:
     """Store what a shipment should carry. A repeated notice replaces the expectations (carriers re-send).
 
     Lines we do not know are an `unknown_line` discrepancy. Reconciles the request afterwards, which matters
@@ -137,10 +167,14 @@ def shipment_dispatch_record(*, request: ProcurementRequest, shipment_ref: str, 
     for data in lines:
         line = by_ref.get(data.line_ref)
         if line is None:
-            discrepancy_open(request=request, kind=DiscrepancyKind.UNKNOWN_LINE, shipment=shipment,
-                             subject=f"dispatch:{data.line_ref}",
-                             detail=f"Dispatch notice lists line {data.line_ref}, which is not on {request.reference}"
-                                    f" ({len(data.serials)} serial(s): {', '.join(data.serials[:10])}).")
+            discrepancy_open(
+                request=request,
+                kind=DiscrepancyKind.UNKNOWN_LINE,
+                shipment=shipment,
+                subject=f"dispatch:{data.line_ref}",
+                detail=f"Dispatch notice lists line {data.line_ref}, which is not on {request.reference}"
+                f" ({len(data.serials)} serial(s): {', '.join(data.serials[:10])}).",
+            )
             continue
         if data.serials and line.is_serialised:
             for serial in data.serials:
@@ -176,8 +210,14 @@ def _hostname(site: Site, serial: str, taken: set[str]) -> str:
 
 
 @transaction.atomic
-def shipment_deliver(*, request: ProcurementRequest, shipment_ref: str, site_code: str,
-                     lines: Sequence[ShipmentLineData], delivered_at: dt.datetime | None = None) -> DeliveryResult:
+def shipment_deliver(
+    *,
+    request: ProcurementRequest,
+    shipment_ref: str,
+    site_code: str,
+    lines: Sequence[ShipmentLineData],
+    delivered_at: dt.datetime | None = None,
+) -> DeliveryResult:
     """Receive a delivery in one transaction: nodes (status `received`) for servers, in-stock cards and part
     items with a `receive` movement each, consumables by quantity; link them on the shipment; reconcile.
 
@@ -208,25 +248,40 @@ def shipment_deliver(*, request: ProcurementRequest, shipment_ref: str, site_cod
     for data in lines:
         line = by_ref.get(data.line_ref)
         if line is None:
-            discrepancy_open(request=req, kind=DiscrepancyKind.UNKNOWN_LINE, shipment=shipment,
-                             subject=f"delivery:{data.line_ref}",
-                             detail=f"Delivered against line {data.line_ref}, which is not on {req.reference}; "
-                                    f"nothing was received for it ({len(data.serials)} serial(s): "
-                                    f"{', '.join(data.serials[:10])}; quantity {data.quantity}).")
+            discrepancy_open(
+                request=req,
+                kind=DiscrepancyKind.UNKNOWN_LINE,
+                shipment=shipment,
+                subject=f"delivery:{data.line_ref}",
+                detail=f"Delivered against line {data.line_ref}, which is not on {req.reference}; "
+                f"nothing was received for it ({len(data.serials)} serial(s): "
+                f"{', '.join(data.serials[:10])}; quantity {data.quantity}).",
+            )
             continue
         if line.site_id != site.pk:
-            discrepancy_open(request=req, kind=DiscrepancyKind.SITE_MISMATCH, shipment=shipment, line=line,
-                             subject=f"line:{line.pk}",
-                             detail=f"{line.line_ref} was ordered for site {line.site.code} but delivered to "
-                                    f"{site.code}; received at {site.code}.")
+            discrepancy_open(
+                request=req,
+                kind=DiscrepancyKind.SITE_MISMATCH,
+                shipment=shipment,
+                line=line,
+                subject=f"line:{line.pk}",
+                detail=f"{line.line_ref} was ordered for site {line.site.code} but delivered to "
+                f"{site.code}; received at {site.code}.",
+            )
         months = data.warranty_months if data.warranty_months is not None else procurement_setting("WARRANTY_MONTHS")
         warranty_end = months_add(purchase_date, months)
         if line.is_serialised:
             if not data.serials and data.quantity:
-                discrepancy_open(request=req, kind=DiscrepancyKind.NO_SERIALS, shipment=shipment, line=line,
-                                 subject=f"line:{line.pk}", actual=data.quantity,
-                                 detail=f"{data.quantity} x {line.item} delivered on {line.line_ref} without serials;"
-                                        " nothing was received - record them by serial.")
+                discrepancy_open(
+                    request=req,
+                    kind=DiscrepancyKind.NO_SERIALS,
+                    shipment=shipment,
+                    line=line,
+                    subject=f"line:{line.pk}",
+                    actual=data.quantity,
+                    detail=f"{data.quantity} x {line.item} delivered on {line.line_ref} without serials;"
+                    " nothing was received - record them by serial.",
+                )
             for serial in data.serials:
                 wanted[line.item_kind].append((line, serial, warranty_end))
             continue
@@ -234,8 +289,15 @@ def shipment_deliver(*, request: ProcurementRequest, shipment_ref: str, site_cod
         key = f"#line{line.pk}"
         item = items.get(key) or ShipmentItem(shipment=shipment, serial="", line=line)
         if quantity and not item.is_received:
-            consumable_move(part_model=line.part_model, kind="receive", quantity=quantity, location=location,
-                            reason=reason, ticket_ref=ticket_ref, key=f"receive:{shipment_ref}:{line.line_ref}")
+            consumable_move(
+                part_model=line.part_model,
+                kind="receive",
+                quantity=quantity,
+                location=location,
+                reason=reason,
+                ticket_ref=ticket_ref,
+                key=f"receive:{shipment_ref}:{line.line_ref}",
+            )
             result.consumable_units += quantity
         item.is_received, item.received_quantity = True, max(item.received_quantity, quantity)
         item.save()
@@ -243,22 +305,32 @@ def shipment_deliver(*, request: ProcurementRequest, shipment_ref: str, site_cod
 
     common = {"req": req, "shipment": shipment, "items": items, "reason": reason}
     result.node_ids = _servers_receive(site=site, purchase_date=purchase_date, wanted=wanted[ItemKind.SERVER], **common)
-    result.accelerator_ids = _cards_receive(location=location, purchase_date=purchase_date, ticket_ref=ticket_ref,
-                                            wanted=wanted[ItemKind.ACCELERATOR], **common)
-    result.part_item_ids = _parts_receive(location=location, ticket_ref=ticket_ref, wanted=wanted[ItemKind.PART],
-                                          **common)
+    result.accelerator_ids = _cards_receive(
+        location=location,
+        purchase_date=purchase_date,
+        ticket_ref=ticket_ref,
+        wanted=wanted[ItemKind.ACCELERATOR],
+        **common,
+    )
+    result.part_item_ids = _parts_receive(
+        location=location, ticket_ref=ticket_ref, wanted=wanted[ItemKind.PART], **common
+    )
     request_receipt_refresh(req)
     request_reconcile(req)
     node_ids, request_id = list(result.node_ids), req.pk
     received = len(result.node_ids) + len(result.accelerator_ids) + len(result.part_item_ids)
-    ticket_sync_on_commit(req, note=f"{shipment_ref} delivered to {site.code}: {received} new asset(s), "
-                                    f"{result.consumable_units} consumable unit(s)")
+    ticket_sync_on_commit(
+        req,
+        note=f"{shipment_ref} delivered to {site.code}: {received} new asset(s), "
+        f"{result.consumable_units} consumable unit(s)",
+    )
     transaction.on_commit(lambda: on_servers_delivered(node_ids, request_id=request_id))
     return result
 
 
-def _item_received(items: dict[str, ShipmentItem], shipment: Shipment, line: RequestLine, serial: str,
-                   **asset: object) -> None:
+def _item_received(
+    items: dict[str, ShipmentItem], shipment: Shipment, line: RequestLine, serial: str, **asset: object
+) -> None:
     item = items.get(serial) or ShipmentItem(shipment=shipment, serial=serial, line=line)
     item.line = item.line or line
     item.is_received, item.received_quantity = True, 1
@@ -269,13 +341,28 @@ def _item_received(items: dict[str, ShipmentItem], shipment: Shipment, line: Req
 
 
 def _duplicate(req: ProcurementRequest, shipment: Shipment, line: RequestLine, serial: str, where: str) -> None:
-    discrepancy_open(request=req, kind=DiscrepancyKind.DUPLICATE_SERIAL, shipment=shipment, line=line, serial=serial,
-                     subject=serial, detail=f"Serial {serial} was delivered on {line.line_ref} but is already known as "
-                                            f"{where}; no new asset was created.")
+    discrepancy_open(
+        request=req,
+        kind=DiscrepancyKind.DUPLICATE_SERIAL,
+        shipment=shipment,
+        line=line,
+        serial=serial,
+        subject=serial,
+        detail=f"Serial {serial} was delivered on {line.line_ref} but is already known as "
+        f"{where}; no new asset was created.",
+    )
 
 
-def _servers_receive(*, req: ProcurementRequest, shipment: Shipment, items: dict[str, ShipmentItem], reason: str,
-                     site: Site, purchase_date: dt.date, wanted: list[tuple[RequestLine, str, dt.date]]) -> list[int]:
+def _servers_receive(
+    *,
+    req: ProcurementRequest,
+    shipment: Shipment,
+    items: dict[str, ShipmentItem],
+    reason: str,
+    site: Site,
+    purchase_date: dt.date,
+    wanted: list[tuple[RequestLine, str, dt.date]],
+) -> list[int]:
     existing = {n.serial: n for n in Node.objects.filter(serial__in=[s for _, s, _ in wanted])}
     taken = set(Node.objects.filter(hostname__startswith=f"{site.code}-").values_list("hostname", flat=True))
     new: list[tuple[RequestLine, Node]] = []
@@ -291,9 +378,17 @@ def _servers_receive(*, req: ProcurementRequest, shipment: Shipment, items: dict
                 _duplicate(req, shipment, line, serial, f"node {node.hostname}")
                 _item_received(items, shipment, line, serial)
             continue
-        node = Node(hostname=_hostname(site, serial, taken), serial=serial, server_model=line.server_model, site=site,
-                    status=NodeStatus.RECEIVED, po_number=req.po_number, supplier=req.supplier[:200],
-                    purchase_date=purchase_date, warranty_end=warranty_end)
+        node = Node(
+            hostname=_hostname(site, serial, taken),
+            serial=serial,
+            server_model=line.server_model,
+            site=site,
+            status=NodeStatus.RECEIVED,
+            po_number=req.po_number,
+            supplier=req.supplier[:200],
+            purchase_date=purchase_date,
+            warranty_end=warranty_end,
+        )
         pending.add(serial)
         new.append((line, node))
     if not new:
@@ -306,9 +401,17 @@ def _servers_receive(*, req: ProcurementRequest, shipment: Shipment, items: dict
     return [n.pk for _, n in new]
 
 
-def _cards_receive(*, req: ProcurementRequest, shipment: Shipment, items: dict[str, ShipmentItem], reason: str,
-                   location, purchase_date: dt.date, ticket_ref: str,
-                   wanted: list[tuple[RequestLine, str, dt.date]]) -> list[int]:
+def _cards_receive(
+    *,
+    req: ProcurementRequest,
+    shipment: Shipment,
+    items: dict[str, ShipmentItem],
+    reason: str,
+    location,
+    purchase_date: dt.date,
+    ticket_ref: str,
+    wanted: list[tuple[RequestLine, str, dt.date]],
+) -> list[int]:
     existing = {c.serial: c for c in Accelerator.objects.filter(serial__in=[s for _, s, _ in wanted])}
     receipts: list[CardReceipt] = []
     line_of: dict[str, RequestLine] = {}
@@ -323,18 +426,39 @@ def _cards_receive(*, req: ProcurementRequest, shipment: Shipment, items: dict[s
                 _duplicate(req, shipment, line, serial, f"card #{card.pk} ({card.get_lifecycle_display()})")
                 _item_received(items, shipment, line, serial)
             continue
-        receipts.append(CardReceipt(serial=serial, model=line.accelerator_model, po_number=req.po_number,
-                                    supplier=req.supplier, purchase_date=purchase_date, warranty_end=warranty_end))
+        receipts.append(
+            CardReceipt(
+                serial=serial,
+                model=line.accelerator_model,
+                po_number=req.po_number,
+                supplier=req.supplier,
+                purchase_date=purchase_date,
+                warranty_end=warranty_end,
+            )
+        )
         line_of[serial] = line
-    cards = accelerators_receive(cards=receipts, location=location, reason=reason, ticket_ref=ticket_ref,
-                                 key_prefix=f"receive:{req.po_number or req.reference}")
+    cards = accelerators_receive(
+        cards=receipts,
+        location=location,
+        reason=reason,
+        ticket_ref=ticket_ref,
+        key_prefix=f"receive:{req.po_number or req.reference}",
+    )
     for card in cards:
         _item_received(items, shipment, line_of[card.serial], card.serial, accelerator=card)
     return [c.pk for c in cards]
 
 
-def _parts_receive(*, req: ProcurementRequest, shipment: Shipment, items: dict[str, ShipmentItem], reason: str,
-                   location, ticket_ref: str, wanted: list[tuple[RequestLine, str, dt.date]]) -> list[int]:
+def _parts_receive(
+    *,
+    req: ProcurementRequest,
+    shipment: Shipment,
+    items: dict[str, ShipmentItem],
+    reason: str,
+    location,
+    ticket_ref: str,
+    wanted: list[tuple[RequestLine, str, dt.date]],
+) -> list[int]:
     existing = {p.serial: p for p in PartItem.objects.filter(serial__in=[s for _, s, _ in wanted])}
     per_model: dict[int, list[tuple[RequestLine, str]]] = defaultdict(list)
     for line, serial, _ in wanted:
@@ -351,9 +475,14 @@ def _parts_receive(*, req: ProcurementRequest, shipment: Shipment, items: dict[s
     created: list[int] = []
     for pairs in per_model.values():
         line_of = {serial: line for line, serial in pairs}
-        parts = part_items_receive(part_model=pairs[0][0].part_model, serials=[s for _, s in pairs], location=location,
-                                   reason=reason, ticket_ref=ticket_ref,
-                                   key_prefix=f"receive:{req.po_number or req.reference}")
+        parts = part_items_receive(
+            part_model=pairs[0][0].part_model,
+            serials=[s for _, s in pairs],
+            location=location,
+            reason=reason,
+            ticket_ref=ticket_ref,
+            key_prefix=f"receive:{req.po_number or req.reference}",
+        )
         for part in parts:
             _item_received(items, shipment, line_of[part.serial], part.serial, part_item=part)
             created.append(part.pk)
@@ -388,16 +517,22 @@ def request_receipt_refresh(request: ProcurementRequest) -> ProcurementRequest:
         received_any |= got > 0
         complete &= got >= line.quantity
     if received_any:
-        req.po_state = po_state_advance(req.po_state,
-                                        PoState.DELIVERED if complete else PoState.PARTIALLY_DELIVERED)
+        req.po_state = po_state_advance(req.po_state, PoState.DELIVERED if complete else PoState.PARTIALLY_DELIVERED)
         if req.state in (RequestState.ORDERED, RequestState.PARTIALLY_RECEIVED, RequestState.APPROVED):
             req.state = RequestState.RECEIVED if complete else RequestState.PARTIALLY_RECEIVED
         # Closed only when nothing is left to sort out: received, invoiced, and no open discrepancy.
-        if req.state == RequestState.RECEIVED and req.invoice_number and not req.discrepancies.filter(
-                status=DiscrepancyStatus.OPEN).exists():
+        if (
+            req.state == RequestState.RECEIVED
+            and req.invoice_number
+            and not req.discrepancies.filter(status=DiscrepancyStatus.OPEN).exists()
+        ):
             req.state = RequestState.CLOSED
-        req.is_open = req.state not in (RequestState.RECEIVED, RequestState.CLOSED, RequestState.REJECTED,
-                                        RequestState.CANCELLED)
+        req.is_open = req.state not in (
+            RequestState.RECEIVED,
+            RequestState.CLOSED,
+            RequestState.REJECTED,
+            RequestState.CANCELLED,
+        )
         req.save()
         ticket_sync_on_commit(req)
     return req
@@ -438,56 +573,103 @@ def request_reconcile(request: ProcurementRequest, *, now: dt.datetime | None = 
 
     def want(kind: str, shipment: Shipment | None, subject: str, **values: object) -> None:
         desired[f"{kind}:{shipment.pk if shipment else '-'}:{subject}"[:200]] = {
-            "kind": kind, "shipment": shipment, "subject": subject, **values}
+            "kind": kind,
+            "shipment": shipment,
+            "subject": subject,
+            **values,
+        }
 
     for shipment in shipments:
         delivered, known = shipment.delivered_at is not None, shipment.is_dispatch_known
         recorded = shipment.delivery_recorded_at or shipment.delivered_at
         if delivered and not known and recorded is not None and recorded < now - grace:
-            want(DiscrepancyKind.NO_DISPATCH_NOTICE, shipment, shipment.shipment_ref,
-                 detail=f"{shipment.shipment_ref} was delivered {shipment.delivered_at:%Y-%m-%d %H:%M} and no dispatch"
-                        f" notice came within {grace}; its serials could not be checked.")
+            want(
+                DiscrepancyKind.NO_DISPATCH_NOTICE,
+                shipment,
+                shipment.shipment_ref,
+                detail=f"{shipment.shipment_ref} was delivered {shipment.delivered_at:%Y-%m-%d %H:%M} and no dispatch"
+                f" notice came within {grace}; its serials could not be checked.",
+            )
         for item in by_shipment[shipment.pk]:
             status = ShipmentItemStatus.RECEIVED if item.is_received else ShipmentItemStatus.EXPECTED
             if item.serial and delivered and known and item.is_expected and item.serial not in received:
                 status = ShipmentItemStatus.MISSING
-                want(DiscrepancyKind.MISSING, shipment, item.serial, serial=item.serial, line=item.line,
-                     detail=f"{item.serial} was dispatched on {shipment.shipment_ref} but not delivered.")
+                want(
+                    DiscrepancyKind.MISSING,
+                    shipment,
+                    item.serial,
+                    serial=item.serial,
+                    line=item.line,
+                    detail=f"{item.serial} was dispatched on {shipment.shipment_ref} but not delivered.",
+                )
             if item.serial and delivered and known and item.is_received and item.serial not in expected:
-                want(DiscrepancyKind.UNEXPECTED, shipment, item.serial, serial=item.serial, line=item.line,
-                     detail=f"{item.serial} was delivered on {shipment.shipment_ref} but on no dispatch notice of "
-                            f"{request.reference}; it was received into the CMDB - check it.")
+                want(
+                    DiscrepancyKind.UNEXPECTED,
+                    shipment,
+                    item.serial,
+                    serial=item.serial,
+                    line=item.line,
+                    detail=f"{item.serial} was delivered on {shipment.shipment_ref} but on no dispatch notice of "
+                    f"{request.reference}; it was received into the CMDB - check it.",
+                )
             if not item.serial and delivered and known and item.is_expected:
                 actual = item.received_quantity
                 if item.line is not None and item.line.is_serialised:
-                    actual = sum(1 for i in by_shipment[shipment.pk] if i.serial and i.is_received
-                                 and i.line_id == item.line_id)
+                    actual = sum(
+                        1 for i in by_shipment[shipment.pk] if i.serial and i.is_received and i.line_id == item.line_id
+                    )
                 if actual != item.expected_quantity:
-                    kind = DiscrepancyKind.QUANTITY_SHORT if actual < item.expected_quantity \
+                    kind = (
+                        DiscrepancyKind.QUANTITY_SHORT
+                        if actual < item.expected_quantity
                         else DiscrepancyKind.QUANTITY_OVER
-                    want(kind, shipment, f"line:{item.line_id}", line=item.line, expected=item.expected_quantity,
-                         actual=actual, detail=f"{shipment.shipment_ref}: {item.expected_quantity} dispatched on "
-                                               f"{item.line.line_ref if item.line else '?'}, {actual} delivered.")
+                    )
+                    want(
+                        kind,
+                        shipment,
+                        f"line:{item.line_id}",
+                        line=item.line,
+                        expected=item.expected_quantity,
+                        actual=actual,
+                        detail=f"{shipment.shipment_ref}: {item.expected_quantity} dispatched on "
+                        f"{item.line.line_ref if item.line else '?'}, {actual} delivered.",
+                    )
             if item.status != status:
                 item.status = status
                 item.save(update_fields=["status"])
     for line in request.lines.all():
         if line.received_quantity > line.quantity:
-            want(DiscrepancyKind.OVER_DELIVERED, None, f"line:{line.pk}", line=line, expected=line.quantity,
-                 actual=line.received_quantity,
-                 detail=f"{line.line_ref} ordered {line.quantity}, {line.received_quantity} received.")
+            want(
+                DiscrepancyKind.OVER_DELIVERED,
+                None,
+                f"line:{line.pk}",
+                line=line,
+                expected=line.quantity,
+                actual=line.received_quantity,
+                detail=f"{line.line_ref} ordered {line.quantity}, {line.received_quantity} received.",
+            )
 
-    open_rows = {d.subject_key: d for d in Discrepancy.objects.filter(
-        request=request, status=DiscrepancyStatus.OPEN, kind__in=RECONCILED_KINDS)}
+    open_rows = {
+        d.subject_key: d
+        for d in Discrepancy.objects.filter(request=request, status=DiscrepancyStatus.OPEN, kind__in=RECONCILED_KINDS)
+    }
     for key, row in open_rows.items():
         if key not in desired:
             row.status, row.resolved_at = DiscrepancyStatus.RESOLVED, now
             row.resolution = "Explained by a later event (the item arrived or the notice was corrected)."
             row.save(update_fields=["status", "resolved_at", "resolution"])
     for values in desired.values():
-        discrepancy_open(request=request, kind=values["kind"], shipment=values["shipment"], subject=values["subject"],
-                         detail=values["detail"], line=values.get("line"), serial=values.get("serial", ""),
-                         expected=values.get("expected"), actual=values.get("actual"))
+        discrepancy_open(
+            request=request,
+            kind=values["kind"],
+            shipment=values["shipment"],
+            subject=values["subject"],
+            detail=values["detail"],
+            line=values.get("line"),
+            serial=values.get("serial", ""),
+            expected=values.get("expected"),
+            actual=values.get("actual"),
+        )
     return list(Discrepancy.objects.filter(request=request, status=DiscrepancyStatus.OPEN))
 
 

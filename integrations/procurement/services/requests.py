@@ -65,23 +65,40 @@ def _note(request: ProcurementRequest, text: str) -> None:
     request.notes = f"{request.notes}\n{stamp} {text}".strip()
 
 
-def unit_price_estimate(*, server_model: ServerModel | None = None, accelerator_model: AcceleratorModel | None = None,
-                        part_model: PartModel | None = None) -> Decimal:
+def unit_price_estimate(
+    *,
+    server_model: ServerModel | None = None,
+    accelerator_model: AcceleratorModel | None = None,
+    part_model: PartModel | None = None,
+) -> Decimal:
     """The unit price of the last priced line for the same item, else 0 (a selector)."""
-    line = (RequestLine.objects.filter(server_model=server_model, accelerator_model=accelerator_model,
-                                       part_model=part_model, unit_price__gt=0)
-            .order_by("-id").only("unit_price").first())
+    line = (
+        RequestLine.objects.filter(
+            server_model=server_model, accelerator_model=accelerator_model, part_model=part_model, unit_price__gt=0
+        )
+        .order_by("-id")
+        .only("unit_price")
+        .first()
+    )
     return line.unit_price if line else Decimal("0")
 
 
 def _line_build(request: ProcurementRequest, line_no: int, spec: LineInput) -> RequestLine:
     price = spec.unit_price
     if price is None:
-        price = unit_price_estimate(server_model=spec.server_model, accelerator_model=spec.accelerator_model,
-                                    part_model=spec.part_model)
-    line = RequestLine(request=request, line_no=line_no, server_model=spec.server_model,
-                       accelerator_model=spec.accelerator_model, part_model=spec.part_model,
-                       quantity=spec.quantity, site=spec.site, unit_price=price)
+        price = unit_price_estimate(
+            server_model=spec.server_model, accelerator_model=spec.accelerator_model, part_model=spec.part_model
+        )
+    line = RequestLine(
+        request=request,
+        line_no=line_no,
+        server_model=spec.server_model,
+        accelerator_model=spec.accelerator_model,
+        part_model=spec.part_model,
+        quantity=spec.quantity,
+        site=spec.site,
+        unit_price=price,
+    )
     if spec.quantity < 1:
         raise ValidationError({"quantity": f"Line {line_no}: the quantity must be at least 1."})
     line.clean()
@@ -89,8 +106,15 @@ def _line_build(request: ProcurementRequest, line_no: int, spec: LineInput) -> R
 
 
 @transaction.atomic
-def request_create(*, title: str, justification: str, budget_code: str, lines: Sequence[LineInput],
-                   requested_by: AbstractBaseUser | None = None, dedup_key: str = "") -> ProcurementRequest:
+def request_create(
+    *,
+    title: str,
+    justification: str,
+    budget_code: str,
+    lines: Sequence[LineInput],
+    requested_by: AbstractBaseUser | None = None,
+    dedup_key: str = "",
+) -> ProcurementRequest:
     """Create a draft request with its lines.
 
     Raises:
@@ -108,9 +132,13 @@ def request_create(*, title: str, justification: str, budget_code: str, lines: S
     if errors:
         raise ValidationError(errors)
     request = ProcurementRequest.objects.create(
-        title=title.strip()[:200], justification=justification.strip(), budget_code=budget_code.strip(),
-        currency=procurement_setting("CURRENCY"), requested_by=requested_by if _is_user(requested_by) else None,
-        dedup_key=dedup_key)
+        title=title.strip()[:200],
+        justification=justification.strip(),
+        budget_code=budget_code.strip(),
+        currency=procurement_setting("CURRENCY"),
+        requested_by=requested_by if _is_user(requested_by) else None,
+        dedup_key=dedup_key,
+    )
     RequestLine.objects.bulk_create([_line_build(request, i, spec) for i, spec in enumerate(lines, start=1)])
     return request
 
@@ -128,13 +156,23 @@ def approval_rules_for(amount: Decimal) -> list[ApprovalRule]:
 def approval_progress(request: ProcurementRequest) -> list[LevelProgress]:
     """Per level of the request's chain (current round): the approvers so far and the number required."""
     # Through the related manager so a prefetched list (the API's) costs no query per request.
-    votes = sorted((v for v in request.approvals.all()
-                    if v.round == request.approval_round and v.decision == ApprovalVote.APPROVED),
-                   key=lambda v: (v.at, v.pk))
+    votes = sorted(
+        (
+            v
+            for v in request.approvals.all()
+            if v.round == request.approval_round and v.decision == ApprovalVote.APPROVED
+        ),
+        key=lambda v: (v.at, v.pk),
+    )
     return [
-        LevelProgress(rule_id=level["rule"], name=level["name"], level=level["level"], group_id=level["group"],
-                      required=level["required"],
-                      approvers=tuple(v.approver_repr for v in votes if v.rule_id == level["rule"]))
+        LevelProgress(
+            rule_id=level["rule"],
+            name=level["name"],
+            level=level["level"],
+            group_id=level["group"],
+            required=level["required"],
+            approvers=tuple(v.approver_repr for v in votes if v.rule_id == level["rule"]),
+        )
         for level in request.approval_chain
     ]
 
@@ -159,18 +197,27 @@ def request_submit(*, request: ProcurementRequest, actor: AbstractBaseUser | Non
     amount = sum((line.amount for line in lines), Decimal("0"))
     rules = approval_rules_for(amount)
     if not rules:
-        raise ValidationError({"amount": f"No approval rule covers {amount:,.2f} {req.currency}; "
-                                         "an administrator adds one (Procurement > Approval rules)."})
-    req.approval_chain = [{"rule": r.pk, "name": r.name, "level": r.level, "group": r.group_id,
-                           "required": r.approvers_required} for r in rules]
+        raise ValidationError(
+            {
+                "amount": f"No approval rule covers {amount:,.2f} {req.currency}; "
+                "an administrator adds one (Procurement > Approval rules)."
+            }
+        )
+    req.approval_chain = [
+        {"rule": r.pk, "name": r.name, "level": r.level, "group": r.group_id, "required": r.approvers_required}
+        for r in rules
+    ]
     req.approval_round += 1
     req.state = RequestState.SUBMITTED
     req.submitted_at = timezone.now()
     req.save()
     chain = ", ".join(f"{lv['name']} ({lv['required']})" for lv in req.approval_chain)
-    ticket_sync_on_commit(req, open_ticket=True,
-                          note=f"{req.reference} submitted (round {req.approval_round}) for {amount:,.2f} "
-                               f"{req.currency}; approval chain: {chain}")
+    ticket_sync_on_commit(
+        req,
+        open_ticket=True,
+        note=f"{req.reference} submitted (round {req.approval_round}) for {amount:,.2f} "
+        f"{req.currency}; approval chain: {chain}",
+    )
     return req
 
 
@@ -186,16 +233,26 @@ def _qualifying_level(req: ProcurementRequest, approver: AbstractBaseUser) -> di
 
 def _snapshot(req: ProcurementRequest) -> dict[str, Any]:
     return {
-        "amount": str(req.total_amount), "currency": req.currency, "budget_code": req.budget_code,
-        "lines": [{"line_ref": line.line_ref, "item": str(line.item), "quantity": line.quantity,
-                   "site": line.site_id, "unit_price": str(line.unit_price)}
-                  for line in req.lines.select_related("server_model", "accelerator_model", "part_model")],
+        "amount": str(req.total_amount),
+        "currency": req.currency,
+        "budget_code": req.budget_code,
+        "lines": [
+            {
+                "line_ref": line.line_ref,
+                "item": str(line.item),
+                "quantity": line.quantity,
+                "site": line.site_id,
+                "unit_price": str(line.unit_price),
+            }
+            for line in req.lines.select_related("server_model", "accelerator_model", "part_model")
+        ],
     }
 
 
 @transaction.atomic
-def request_approve(*, request: ProcurementRequest, approver: AbstractBaseUser,
-                    comment: str = "") -> ProcurementRequest:
+def request_approve(
+    *, request: ProcurementRequest, approver: AbstractBaseUser, comment: str = ""
+) -> ProcurementRequest:
     """Record an approval; when every level of the chain is satisfied the request is approved and the PO is
     placed (task `integrations.procurement.place_order`, enqueued on commit).
 
@@ -213,16 +270,27 @@ def request_approve(*, request: ProcurementRequest, approver: AbstractBaseUser,
         raise ValidationError({"approver": "A requester cannot approve their own request."})
     level = _qualifying_level(req, approver)
     if level is None:
-        raise ValidationError({"approver": f"{approver} is not in the group of any level still open on "
-                                           f"{req.reference}."})
+        raise ValidationError(
+            {"approver": f"{approver} is not in the group of any level still open on {req.reference}."}
+        )
     RequestApproval.objects.create(
-        request=req, round=req.approval_round, rule_id=level["rule"], approver=approver,
-        approver_repr=str(approver)[:150], decision=ApprovalVote.APPROVED, comment=comment, snapshot=_snapshot(req),
-        at=timezone.now())
+        request=req,
+        round=req.approval_round,
+        rule_id=level["rule"],
+        approver=approver,
+        approver_repr=str(approver)[:150],
+        decision=ApprovalVote.APPROVED,
+        comment=comment,
+        snapshot=_snapshot(req),
+        at=timezone.now(),
+    )
     done = sum(1 for p in approval_progress(req) if p.is_satisfied)
     said = f": {comment}" if comment else ""
-    ticket_sync_on_commit(req, note=f"{approver} approved {req.reference} for level '{level['name']}' "
-                                    f"({done}/{len(req.approval_chain)} levels done){said}")
+    ticket_sync_on_commit(
+        req,
+        note=f"{approver} approved {req.reference} for level '{level['name']}' "
+        f"({done}/{len(req.approval_chain)} levels done){said}",
+    )
     if all(p.is_satisfied for p in approval_progress(req)):
         req.state = RequestState.APPROVED
         req.approved_at = timezone.now()
@@ -246,9 +314,17 @@ def request_reject(*, request: ProcurementRequest, approver: AbstractBaseUser, c
     if _qualifying_level(req, approver) is None:
         raise ValidationError({"approver": f"{approver} is not an approver of {req.reference}."})
     RequestApproval.objects.update_or_create(
-        request=req, round=req.approval_round, approver=approver,
-        defaults={"approver_repr": str(approver)[:150], "decision": ApprovalVote.REJECTED, "comment": comment,
-                  "snapshot": _snapshot(req), "at": timezone.now()})
+        request=req,
+        round=req.approval_round,
+        approver=approver,
+        defaults={
+            "approver_repr": str(approver)[:150],
+            "decision": ApprovalVote.REJECTED,
+            "comment": comment,
+            "snapshot": _snapshot(req),
+            "at": timezone.now(),
+        },
+    )
     req.state, req.is_open, req.decided_at = RequestState.REJECTED, False, timezone.now()
     req.save()
     ticket_sync_on_commit(req, note=f"{approver} rejected {req.reference}: {comment}")
@@ -276,8 +352,12 @@ def request_cancel(*, request: ProcurementRequest, actor: AbstractBaseUser | Non
     (`po.cancelled`), because gpuops cannot unilaterally withdraw an order a supplier may be filling."""
     req = _locked(request)
     if req.state not in (RequestState.DRAFT, RequestState.SUBMITTED, RequestState.APPROVED) or req.po_number:
-        raise ValidationError({"state": f"{req.reference} is {req.get_state_display()}; once ordered, cancel the PO "
-                                        "in the procurement system."})
+        raise ValidationError(
+            {
+                "state": f"{req.reference} is {req.get_state_display()}; once ordered, cancel the PO "
+                "in the procurement system."
+            }
+        )
     req.state, req.is_open, req.decided_at = RequestState.CANCELLED, False, timezone.now()
     _note(req, f"cancelled by {actor or 'gpuops'}: {reason}")
     req.save()
@@ -292,17 +372,22 @@ class RefillOutcome:
     changed: bool
 
 
-def refill_dedup_key(*, site: Site, accelerator_model: AcceleratorModel | None,
-                     part_model: PartModel | None) -> str:
+def refill_dedup_key(*, site: Site, accelerator_model: AcceleratorModel | None, part_model: PartModel | None) -> str:
     if accelerator_model is not None:
         return f"minstock:{site.pk}:accelerator_model:{accelerator_model.pk}"
     assert part_model is not None
     return f"minstock:{site.pk}:part_model:{part_model.pk}"
 
 
-def refill_request_upsert(*, site: Site, quantity: int, reason: str, budget_code: str,
-                          accelerator_model: AcceleratorModel | None = None,
-                          part_model: PartModel | None = None) -> RefillOutcome:
+def refill_request_upsert(
+    *,
+    site: Site,
+    quantity: int,
+    reason: str,
+    budget_code: str,
+    accelerator_model: AcceleratorModel | None = None,
+    part_model: PartModel | None = None,
+) -> RefillOutcome:
     """Open, or update, the one open refill request for (site, model): never one request per event.
 
     A new request is created and submitted at once (it still needs its approvals). An open one still being
@@ -316,24 +401,41 @@ def refill_request_upsert(*, site: Site, quantity: int, reason: str, budget_code
     for _ in range(2):
         try:
             with transaction.atomic():
-                return _refill_upsert_once(site=site, quantity=quantity, reason=reason, budget_code=budget_code,
-                                           accelerator_model=accelerator_model, part_model=part_model, key=key)
+                return _refill_upsert_once(
+                    site=site,
+                    quantity=quantity,
+                    reason=reason,
+                    budget_code=budget_code,
+                    accelerator_model=accelerator_model,
+                    part_model=part_model,
+                    key=key,
+                )
         except IntegrityError:
             continue  # another worker opened it between our read and our insert: update theirs
     raise RuntimeError(f"could not open or update the refill request {key}")
 
 
-def _refill_upsert_once(*, site: Site, quantity: int, reason: str, budget_code: str,
-                        accelerator_model: AcceleratorModel | None, part_model: PartModel | None,
-                        key: str) -> RefillOutcome:
+def _refill_upsert_once(
+    *,
+    site: Site,
+    quantity: int,
+    reason: str,
+    budget_code: str,
+    accelerator_model: AcceleratorModel | None,
+    part_model: PartModel | None,
+    key: str,
+) -> RefillOutcome:
     now = timezone.now()
     existing = ProcurementRequest.objects.select_for_update().filter(dedup_key=key, is_open=True).first()
     if existing is None:
         item = accelerator_model or part_model
         req = request_create(
-            title=f"Refill {item} at {site.code}", justification=reason, budget_code=budget_code, dedup_key=key,
-            lines=[LineInput(quantity=quantity, site=site, accelerator_model=accelerator_model,
-                             part_model=part_model)])
+            title=f"Refill {item} at {site.code}",
+            justification=reason,
+            budget_code=budget_code,
+            dedup_key=key,
+            lines=[LineInput(quantity=quantity, site=site, accelerator_model=accelerator_model, part_model=part_model)],
+        )
         req.trigger_count, req.last_triggered_at = 1, now
         req.save(update_fields=["trigger_count", "last_triggered_at", "updated_at"])
         return RefillOutcome(request=request_submit(request=req), created=True, changed=True)
@@ -347,11 +449,15 @@ def _refill_upsert_once(*, site: Site, quantity: int, reason: str, budget_code: 
         line.save(update_fields=["quantity"])
         changed = True
     elif existing.state not in EDITABLE_REQUEST_STATES:
-        _note(existing, f"stock low again while {existing.get_state_display().lower()} (would order {quantity}): "
-                        f"{reason}")
+        _note(
+            existing, f"stock low again while {existing.get_state_display().lower()} (would order {quantity}): {reason}"
+        )
     existing.save()
-    if changed and existing.state == RequestState.SUBMITTED and existing.approvals.filter(
-            round=existing.approval_round).exists():
+    if (
+        changed
+        and existing.state == RequestState.SUBMITTED
+        and existing.approvals.filter(round=existing.approval_round).exists()
+    ):
         existing = request_submit(request=existing)  # the amount changed under the approvers: new round
     return RefillOutcome(request=existing, created=False, changed=changed)
 

@@ -5,68 +5,122 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('cmdb', '0002_stock_ledger'),
+        ("cmdb", "0002_stock_ledger"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='PollRun',
+            name="PollRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(default='snmp', max_length=16)),
-                ('status', models.CharField(choices=[('running', 'Running'), ('ok', 'OK'), ('failed', 'Failed')], db_index=True, default='running', max_length=16)),
-                ('started_at', models.DateTimeField(auto_now_add=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('task_id', models.CharField(blank=True, max_length=64)),
-                ('error', models.TextField(blank=True)),
-                ('ports_seen', models.PositiveIntegerField(default=0)),
-                ('ports_created', models.PositiveIntegerField(default=0)),
-                ('ports_updated', models.PositiveIntegerField(default=0)),
-                ('neighbors_seen', models.PositiveIntegerField(default=0)),
-                ('switch', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='poll_runs', to='cmdb.switch')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("kind", models.CharField(default="snmp", max_length=16)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("running", "Running"), ("ok", "OK"), ("failed", "Failed")],
+                        db_index=True,
+                        default="running",
+                        max_length=16,
+                    ),
+                ),
+                ("started_at", models.DateTimeField(auto_now_add=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("task_id", models.CharField(blank=True, max_length=64)),
+                ("error", models.TextField(blank=True)),
+                ("ports_seen", models.PositiveIntegerField(default=0)),
+                ("ports_created", models.PositiveIntegerField(default=0)),
+                ("ports_updated", models.PositiveIntegerField(default=0)),
+                ("neighbors_seen", models.PositiveIntegerField(default=0)),
+                (
+                    "switch",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="poll_runs",
+                        to="cmdb.switch",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-started_at', '-id'],
+                "ordering": ["-started_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='ObservedLink',
+            name="ObservedLink",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('source', models.CharField(choices=[('lldp', 'LLDP'), ('ibnetdiscover', 'ibnetdiscover')], default='lldp', max_length=16)),
-                ('local_device', models.CharField(help_text='Switch name, or node GUID for InfiniBand.', max_length=253)),
-                ('local_port', models.CharField(max_length=64)),
-                ('remote_chassis_id', models.CharField(blank=True, db_index=True, max_length=64)),
-                ('remote_port', models.CharField(blank=True, max_length=128)),
-                ('remote_system', models.CharField(blank=True, max_length=253)),
-                ('remote_port_description', models.CharField(blank=True, max_length=253)),
-                ('remote_port_guid', models.CharField(blank=True, db_index=True, max_length=32)),
-                ('local_lid', models.PositiveIntegerField(blank=True, null=True)),
-                ('remote_lid', models.PositiveIntegerField(blank=True, null=True)),
-                ('first_seen_at', models.DateTimeField(auto_now_add=True)),
-                ('last_seen_at', models.DateTimeField(auto_now=True)),
-                ('switch', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='observed_links', to='cmdb.switch')),
-                ('switch_port', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='observed_links', to='cmdb.switchport')),
-                ('poll_run', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='links', to='switches.pollrun')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "source",
+                    models.CharField(
+                        choices=[("lldp", "LLDP"), ("ibnetdiscover", "ibnetdiscover")], default="lldp", max_length=16
+                    ),
+                ),
+                (
+                    "local_device",
+                    models.CharField(help_text="Switch name, or node GUID for InfiniBand.", max_length=253),
+                ),
+                ("local_port", models.CharField(max_length=64)),
+                ("remote_chassis_id", models.CharField(blank=True, db_index=True, max_length=64)),
+                ("remote_port", models.CharField(blank=True, max_length=128)),
+                ("remote_system", models.CharField(blank=True, max_length=253)),
+                ("remote_port_description", models.CharField(blank=True, max_length=253)),
+                ("remote_port_guid", models.CharField(blank=True, db_index=True, max_length=32)),
+                ("local_lid", models.PositiveIntegerField(blank=True, null=True)),
+                ("remote_lid", models.PositiveIntegerField(blank=True, null=True)),
+                ("first_seen_at", models.DateTimeField(auto_now_add=True)),
+                ("last_seen_at", models.DateTimeField(auto_now=True)),
+                (
+                    "switch",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="observed_links",
+                        to="cmdb.switch",
+                    ),
+                ),
+                (
+                    "switch_port",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="observed_links",
+                        to="cmdb.switchport",
+                    ),
+                ),
+                (
+                    "poll_run",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="links",
+                        to="switches.pollrun",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['local_device', 'local_port', 'id'],
+                "ordering": ["local_device", "local_port", "id"],
             },
         ),
         migrations.AddIndex(
-            model_name='pollrun',
-            index=models.Index(fields=['switch', '-started_at'], name='switches_po_switch__35c5f3_idx'),
+            model_name="pollrun",
+            index=models.Index(fields=["switch", "-started_at"], name="switches_po_switch__35c5f3_idx"),
         ),
         migrations.AddIndex(
-            model_name='observedlink',
-            index=models.Index(fields=['switch', 'source'], name='switches_ob_switch__e5f7ba_idx'),
+            model_name="observedlink",
+            index=models.Index(fields=["switch", "source"], name="switches_ob_switch__e5f7ba_idx"),
         ),
         migrations.AddConstraint(
-            model_name='observedlink',
-            constraint=models.UniqueConstraint(fields=('source', 'local_device', 'local_port', 'remote_chassis_id', 'remote_port'), name='observedlink_unique_observation'),
+            model_name="observedlink",
+            constraint=models.UniqueConstraint(
+                fields=("source", "local_device", "local_port", "remote_chassis_id", "remote_port"),
+                name="observedlink_unique_observation",
+            ),
         ),
     ]

@@ -5,30 +5,47 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('cmdb', '0002_stock_ledger'),
-        ('switches', '0001_initial'),
+        ("cmdb", "0002_stock_ledger"),
+        ("switches", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='observedlink',
-            name='nic_port',
-            field=models.ForeignKey(blank=True, help_text='Host end, resolved in the CMDB.', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='observed_links', to='cmdb.nicport'),
+            model_name="observedlink",
+            name="nic_port",
+            field=models.ForeignKey(
+                blank=True,
+                help_text="Host end, resolved in the CMDB.",
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="observed_links",
+                to="cmdb.nicport",
+            ),
         ),
         migrations.AddField(
-            model_name='observedlink',
-            name='node',
-            field=models.ForeignKey(blank=True, help_text='Host end: the observing node (host LLDP) or the node of nic_port.', null=True, on_delete=django.db.models.deletion.CASCADE, related_name='observed_links', to='cmdb.node'),
+            model_name="observedlink",
+            name="node",
+            field=models.ForeignKey(
+                blank=True,
+                help_text="Host end: the observing node (host LLDP) or the node of nic_port.",
+                null=True,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="observed_links",
+                to="cmdb.node",
+            ),
         ),
         migrations.AlterField(
-            model_name='observedlink',
-            name='source',
-            field=models.CharField(choices=[('lldp', 'LLDP'), ('ibnetdiscover', 'ibnetdiscover'), ('host_lldp', 'Host LLDP')], default='lldp', max_length=16),
+            model_name="observedlink",
+            name="source",
+            field=models.CharField(
+                choices=[("lldp", "LLDP"), ("ibnetdiscover", "ibnetdiscover"), ("host_lldp", "Host LLDP")],
+                default="lldp",
+                max_length=16,
+            ),
         ),
         migrations.AddIndex(
-            model_name='observedlink',
-            index=models.Index(fields=['node', 'source'], name='switches_ob_node_id_4b4feb_idx'),
+            model_name="observedlink",
+            index=models.Index(fields=["node", "source"], name="switches_ob_node_id_4b4feb_idx"),
         ),
     ]

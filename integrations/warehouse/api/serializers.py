@@ -25,8 +25,21 @@ class MovementSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = StockMovement
-        fields = ["id", "at", "kind", "serial", "model", "quantity", "location", "to_location", "node", "actor",
-                  "reason", "ticket_ref", "correlation_id"]
+        fields = [
+            "id",
+            "at",
+            "kind",
+            "serial",
+            "model",
+            "quantity",
+            "location",
+            "to_location",
+            "node",
+            "actor",
+            "reason",
+            "ticket_ref",
+            "correlation_id",
+        ]
         read_only_fields = fields
 
     def get_serial(self, mv: StockMovement) -> str | None:
@@ -77,8 +90,18 @@ class ReservationSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = StockReservation
-        fields = ["id", "serial", "model", "site", "location", "status", "reserved_for", "reserved_at", "expires_at",
-                  "closed_at"]
+        fields = [
+            "id",
+            "serial",
+            "model",
+            "site",
+            "location",
+            "status",
+            "reserved_for",
+            "reserved_at",
+            "expires_at",
+            "closed_at",
+        ]
         read_only_fields = fields
 
 
@@ -104,12 +127,28 @@ class MinimumStockSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = MinimumStock
-        fields = ["id", "site", "site_code", "accelerator_model", "part_model", "item", "minimum", "target",
-                  "is_active", "updated_at"]
+        fields = [
+            "id",
+            "site",
+            "site_code",
+            "accelerator_model",
+            "part_model",
+            "item",
+            "minimum",
+            "target",
+            "is_active",
+            "updated_at",
+        ]
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        instance = MinimumStock(**{**({f.name: getattr(self.instance, f.name) for f in MinimumStock._meta.fields}
-                                      if self.instance else {}), **attrs})
+        instance = MinimumStock(
+            **{
+                **(
+                    {f.name: getattr(self.instance, f.name) for f in MinimumStock._meta.fields} if self.instance else {}
+                ),
+                **attrs,
+            }
+        )
         instance.clean()
         return attrs
 
@@ -139,17 +178,40 @@ class StockDiscrepancySerializer(serializers.ModelSerializer):
 
     class Meta:
         model = StockDiscrepancy
-        fields = ["id", "site", "location", "kind", "sku", "serial", "ledger_quantity", "other_quantity", "detail",
-                  "status", "detected_at", "last_seen_at", "resolved_at", "resolution"]
+        fields = [
+            "id",
+            "site",
+            "location",
+            "kind",
+            "sku",
+            "serial",
+            "ledger_quantity",
+            "other_quantity",
+            "detail",
+            "status",
+            "detected_at",
+            "last_seen_at",
+            "resolved_at",
+            "resolution",
+        ]
         read_only_fields = fields
 
 
 class StocktakeInputSerializer(serializers.Serializer):
     location = serializers.IntegerField()
-    counts = serializers.DictField(child=serializers.IntegerField(min_value=0), required=False, default=dict,
-                                   help_text="Consumables: SKU -> units counted.")
-    serials = serializers.ListField(child=serializers.CharField(max_length=100), required=False, allow_null=True,
-                                    default=None, help_text="Every serial found at the location (omit to skip).")
+    counts = serializers.DictField(
+        child=serializers.IntegerField(min_value=0),
+        required=False,
+        default=dict,
+        help_text="Consumables: SKU -> units counted.",
+    )
+    serials = serializers.ListField(
+        child=serializers.CharField(max_length=100),
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Every serial found at the location (omit to skip).",
+    )
     reason = serializers.CharField(max_length=300)
     ticket_ref = serializers.CharField(required=False, allow_blank=True, default="", max_length=64)
 

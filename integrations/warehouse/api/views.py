@@ -67,8 +67,9 @@ def require_change(user, site_ids: set[int]) -> None:
     """403 unless the user may change stock at every one of these sites."""
     if not site_ids:
         return
-    allowed = set(permissions.restrict(Site.objects.filter(pk__in=site_ids), user, "change").values_list("pk",
-                                                                                                          flat=True))
+    allowed = set(
+        permissions.restrict(Site.objects.filter(pk__in=site_ids), user, "change").values_list("pk", flat=True)
+    )
     if not site_ids <= allowed and not permissions.has_global(user, StockLocation, "change"):
         raise exceptions.PermissionDenied("You may not change stock at this site.")
 
@@ -104,11 +105,20 @@ def _filters(**described: str) -> list[OpenApiParameter]:
     return [OpenApiParameter(name, OpenApiTypes.STR, description=text) for name, text in described.items()]
 
 
-@extend_schema_view(list=extend_schema(parameters=_filters(
-    site="Site code (of the location or the node).", kind="Movement kind.", serial="Card or part serial.",
-    ticket_ref="Ticket reference.", location="Stock location id (either side).")))
-class MovementViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
-                      viewsets.GenericViewSet):
+@extend_schema_view(
+    list=extend_schema(
+        parameters=_filters(
+            site="Site code (of the location or the node).",
+            kind="Movement kind.",
+            serial="Card or part serial.",
+            ticket_ref="Ticket reference.",
+            location="Stock location id (either side).",
+        )
+    )
+)
+class MovementViewSet(
+    ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet
+):
     """The stock ledger. GET lists movements (?site=, ?kind=, ?serial=, ?ticket_ref=, ?location=); POST makes a
     manual move and answers with the ledger rows it wrote. Send `Idempotency-Key` to make a retry safe."""
 
@@ -119,9 +129,20 @@ class MovementViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelM
         if getattr(self, "swagger_fake_view", False):  # OpenAPI generation: no user
             return StockMovement.objects.none()
         sites = visible_site_ids(self.request.user)
-        qs = (StockMovement.objects.filter(Q(location__site_id__in=sites) | Q(node__site_id__in=sites))
-              .select_related("accelerator", "part_item", "part_model", "accelerator_model", "location__site",
-                              "to_location__site", "node", "actor").order_by("-at", "-id"))
+        qs = (
+            StockMovement.objects.filter(Q(location__site_id__in=sites) | Q(node__site_id__in=sites))
+            .select_related(
+                "accelerator",
+                "part_item",
+                "part_model",
+                "accelerator_model",
+                "location__site",
+                "to_location__site",
+                "node",
+                "actor",
+            )
+            .order_by("-at", "-id")
+        )
         params = self.request.query_params
         if site := params.get("site"):
             qs = qs.filter(Q(location__site__code=site) | Q(node__site__code=site))
@@ -142,17 +163,26 @@ class MovementViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelM
         data = body.validated_data
         key = request.headers.get("Idempotency-Key") or None
         move = MoveRequest(
-            kind=data["kind"], reason=data["reason"], serial=data.get("serial", ""), model=data.get("model", ""),
-            sku=data.get("sku", ""), quantity=data.get("quantity"), counted=data.get("counted"),
-            location=_location(data.get("location"), "location"), to_location=_location(data.get("to_location"),
-                                                                                        "to_location"),
-            node=_node(data.get("node")), slot_index=data.get("slot_index"), ticket_ref=data["ticket_ref"],
-            key=f"api:{request.user.pk}:{key}" if key else None)
+            kind=data["kind"],
+            reason=data["reason"],
+            serial=data.get("serial", ""),
+            model=data.get("model", ""),
+            sku=data.get("sku", ""),
+            quantity=data.get("quantity"),
+            counted=data.get("counted"),
+            location=_location(data.get("location"), "location"),
+            to_location=_location(data.get("to_location"), "to_location"),
+            node=_node(data.get("node")),
+            slot_index=data.get("slot_index"),
+            ticket_ref=data["ticket_ref"],
+            key=f"api:{request.user.pk}:{key}" if key else None,
+        )
         sites = move.touched_sites
         if move.serial:
-            item = (Accelerator.objects.filter(serial=move.serial).values_list("site_id", flat=True).first()
-                    or PartItem.objects.filter(serial=move.serial).values_list("stock_location__site_id",
-                                                                               flat=True).first())
+            item = (
+                Accelerator.objects.filter(serial=move.serial).values_list("site_id", flat=True).first()
+                or PartItem.objects.filter(serial=move.serial).values_list("stock_location__site_id", flat=True).first()
+            )
             sites |= {item} if item else set()
         with transaction.atomic(), change_context(actor=request.user, source=ChangeSource.API):
             require_change(request.user, sites)
@@ -167,10 +197,18 @@ class MovementViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelM
         return Response(MovementSerializer(rows, many=True).data, status=status.HTTP_201_CREATED)
 
 
-@extend_schema_view(list=extend_schema(parameters=_filters(
-    status="Reservation status (active, ...).", site="Site code.", reserved_for="Ticket or purpose reserved for.")))
-class ReservationViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
-                         viewsets.GenericViewSet):
+@extend_schema_view(
+    list=extend_schema(
+        parameters=_filters(
+            status="Reservation status (active, ...).",
+            site="Site code.",
+            reserved_for="Ticket or purpose reserved for.",
+        )
+    )
+)
+class ReservationViewSet(
+    ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet
+):
     """Spare reservations (cmdb.services.stock). POST reserves a free spare of a model at a site; the database
     makes sure two callers never get the same card (the loser gets 409 when no other spare is free).
     Filters: ?status=active, ?site=, ?reserved_for=."""
@@ -182,15 +220,21 @@ class ReservationViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveMod
         if getattr(self, "swagger_fake_view", False):
             return StockReservation.objects.none()
         qs = StockReservation.objects.filter(site_id__in=visible_site_ids(self.request.user)).select_related(
-            "accelerator__model", "accelerator__stock_location__site", "site")
+            "accelerator__model", "accelerator__stock_location__site", "site"
+        )
         params = self.request.query_params
         for name, field in (("status", "status"), ("site", "site__code"), ("reserved_for", "reserved_for")):
             if value := params.get(name):
                 qs = qs.filter(**{field: value})
         return qs
 
-    @extend_schema(request=ReservationInputSerializer, responses={
-        201: ReservationSerializer, 409: OpenApiResponse(description="No free spare of that model at the site.")})
+    @extend_schema(
+        request=ReservationInputSerializer,
+        responses={
+            201: ReservationSerializer,
+            409: OpenApiResponse(description="No free spare of that model at the site."),
+        },
+    )
     def create(self, request: Request, *args, **kwargs) -> Response:
         body = ReservationInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -203,8 +247,13 @@ class ReservationViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveMod
         key = request.headers.get("Idempotency-Key") or f"api-reserve:{data['reserved_for']}:{model.pk}"
         with change_context(actor=request.user, source=ChangeSource.API):
             try:
-                reservation = cmdb_stock.spare_reserve(site=site, model=model, reserved_for=data["reserved_for"],
-                                                       key=key, ttl=dt.timedelta(hours=data["ttl_hours"]))
+                reservation = cmdb_stock.spare_reserve(
+                    site=site,
+                    model=model,
+                    reserved_for=data["reserved_for"],
+                    key=key,
+                    ttl=dt.timedelta(hours=data["ttl_hours"]),
+                )
             except cmdb_stock.NoSpareError as exc:
                 return Response({"error": {"code": "no_spare", "message": str(exc)}}, status=status.HTTP_409_CONFLICT)
             after_outflow({site.pk})
@@ -233,8 +282,9 @@ class ReservationViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveMod
         require_change(request.user, {reservation.site_id, node.site_id})
         key = request.headers.get("Idempotency-Key") or f"api-issue:{reservation.pk}"
         with service_errors(), change_context(actor=request.user, source=ChangeSource.API):
-            cmdb_stock.reservation_issue(reservation=reservation, node=node,
-                                         slot_index=body.validated_data["slot_index"], key=key)
+            cmdb_stock.reservation_issue(
+                reservation=reservation, node=node, slot_index=body.validated_data["slot_index"], key=key
+            )
         reservation.refresh_from_db()
         return Response(self.get_serializer(reservation).data)
 
@@ -261,7 +311,8 @@ class MinimumStockViewSet(ApiViewMixin, viewsets.ModelViewSet):
         if getattr(self, "swagger_fake_view", False):
             return MinimumStock.objects.none()
         qs = MinimumStock.objects.filter(site_id__in=visible_site_ids(self.request.user)).select_related(
-            "site", "accelerator_model", "part_model")
+            "site", "accelerator_model", "part_model"
+        )
         if site := self.request.query_params.get("site"):
             qs = qs.filter(site__code=site)
         return qs
@@ -271,9 +322,13 @@ class StockOverviewView(ApiViewMixin, APIView):
     """Spares per site and model against the installed base, e.g. "H100-SXM5-80GB: 2,048 installed, 31 spares,
     1.5%". Filters: ?site=<code>, ?below_minimum=true."""
 
-    @extend_schema(responses=StockOverviewSerializer, parameters=[
-        OpenApiParameter("site", OpenApiTypes.STR, description="Only this site (code)."),
-        OpenApiParameter("below_minimum", OpenApiTypes.BOOL, description="Only lines below their minimum.")])
+    @extend_schema(
+        responses=StockOverviewSerializer,
+        parameters=[
+            OpenApiParameter("site", OpenApiTypes.STR, description="Only this site (code)."),
+            OpenApiParameter("below_minimum", OpenApiTypes.BOOL, description="Only lines below their minimum."),
+        ],
+    )
     def get(self, request: Request) -> Response:
         sites = visible_site_ids(request.user)
         if code := request.query_params.get("site"):
@@ -301,18 +356,28 @@ class StocktakeView(ApiViewMixin, APIView):
             raise exceptions.ValidationError({"counts": f"Unknown SKU(s): {', '.join(unknown)}."})
         key = request.headers.get("Idempotency-Key") or None
         with service_errors(), transaction.atomic(), change_context(actor=request.user, source=ChangeSource.API):
-            result = stocktake_apply(location=location, counts={models[s]: n for s, n in data["counts"].items()},
-                                     serials=data["serials"], reason=data["reason"], ticket_ref=data["ticket_ref"],
-                                     key=f"api:{request.user.pk}:{key}" if key else None)
+            result = stocktake_apply(
+                location=location,
+                counts={models[s]: n for s, n in data["counts"].items()},
+                serials=data["serials"],
+                reason=data["reason"],
+                ticket_ref=data["ticket_ref"],
+                key=f"api:{request.user.pk}:{key}" if key else None,
+            )
             after_outflow({location.site_id})
-        return Response({"adjustments": MovementSerializer(result.adjustments, many=True).data,
-                         "missing": result.missing, "unexpected": result.unexpected})
+        return Response(
+            {
+                "adjustments": MovementSerializer(result.adjustments, many=True).data,
+                "missing": result.missing,
+                "unexpected": result.unexpected,
+            }
+        )
 
 
-@extend_schema_view(list=extend_schema(parameters=_filters(
-    status="open or resolved.", site="Site code.", kind="Discrepancy kind.")))
-class StockDiscrepancyViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
-                              viewsets.GenericViewSet):
+@extend_schema_view(
+    list=extend_schema(parameters=_filters(status="open or resolved.", site="Site code.", kind="Discrepancy kind."))
+)
+class StockDiscrepancyViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Differences with the WMS and stock takes. Filters: ?status=open, ?site=, ?kind=."""
 
     serializer_class = StockDiscrepancySerializer
@@ -322,7 +387,8 @@ class StockDiscrepancyViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.Retrie
         if getattr(self, "swagger_fake_view", False):
             return StockDiscrepancy.objects.none()
         qs = StockDiscrepancy.objects.filter(site_id__in=visible_site_ids(self.request.user)).select_related(
-            "site", "location__site")
+            "site", "location__site"
+        )
         params = self.request.query_params
         for name, field in (("status", "status"), ("site", "site__code"), ("kind", "kind")):
             if value := params.get(name):
@@ -337,7 +403,10 @@ class StockDiscrepancyViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.Retrie
         body = ReasonSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         StockDiscrepancy.objects.filter(pk=row.pk, status="open").update(
-            status="resolved", resolved_at=timezone.now(), resolved_by=request.user,
-            resolution=body.validated_data["reason"])
+            status="resolved",
+            resolved_at=timezone.now(),
+            resolved_by=request.user,
+            resolution=body.validated_data["reason"],
+        )
         row.refresh_from_db()
         return Response(self.get_serializer(row).data)

@@ -7,114 +7,246 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('cmdb', '0002_stock_ledger'),
+        ("cmdb", "0002_stock_ledger"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='LedgerMovement',
-            fields=[
-            ],
+            name="LedgerMovement",
+            fields=[],
             options={
-                'verbose_name': 'stock movement',
-                'proxy': True,
-                'indexes': [],
-                'constraints': [],
+                "verbose_name": "stock movement",
+                "proxy": True,
+                "indexes": [],
+                "constraints": [],
             },
-            bases=('cmdb.stockmovement',),
+            bases=("cmdb.stockmovement",),
         ),
         migrations.CreateModel(
-            name='SiteStockOverview',
-            fields=[
-            ],
+            name="SiteStockOverview",
+            fields=[],
             options={
-                'verbose_name': 'stock overview',
-                'verbose_name_plural': 'stock overview',
-                'proxy': True,
-                'indexes': [],
-                'constraints': [],
+                "verbose_name": "stock overview",
+                "verbose_name_plural": "stock overview",
+                "proxy": True,
+                "indexes": [],
+                "constraints": [],
             },
-            bases=('cmdb.site',),
+            bases=("cmdb.site",),
         ),
         migrations.CreateModel(
-            name='SpareReservation',
-            fields=[
-            ],
+            name="SpareReservation",
+            fields=[],
             options={
-                'verbose_name': 'spare reservation',
-                'proxy': True,
-                'indexes': [],
-                'constraints': [],
+                "verbose_name": "spare reservation",
+                "proxy": True,
+                "indexes": [],
+                "constraints": [],
             },
-            bases=('cmdb.stockreservation',),
+            bases=("cmdb.stockreservation",),
         ),
         migrations.CreateModel(
-            name='WmsSyncRun',
+            name="WmsSyncRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('direction', models.CharField(choices=[('pull', 'Pull levels'), ('push', 'Push movements')], max_length=8)),
-                ('status', models.CharField(db_index=True, default='running', max_length=16)),
-                ('started_at', models.DateTimeField()),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('items', models.PositiveIntegerField(default=0, help_text='Levels compared or movements pushed.')),
-                ('discrepancies', models.PositiveIntegerField(default=0)),
-                ('last_movement_id', models.BigIntegerField(blank=True, help_text='Push: the watermark reached.', null=True)),
-                ('error', models.TextField(blank=True)),
-                ('site', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='cmdb.site')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "direction",
+                    models.CharField(choices=[("pull", "Pull levels"), ("push", "Push movements")], max_length=8),
+                ),
+                ("status", models.CharField(db_index=True, default="running", max_length=16)),
+                ("started_at", models.DateTimeField()),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("items", models.PositiveIntegerField(default=0, help_text="Levels compared or movements pushed.")),
+                ("discrepancies", models.PositiveIntegerField(default=0)),
+                (
+                    "last_movement_id",
+                    models.BigIntegerField(blank=True, help_text="Push: the watermark reached.", null=True),
+                ),
+                ("error", models.TextField(blank=True)),
+                (
+                    "site",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="cmdb.site",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-started_at', '-id'],
-            },
-        ),
-        migrations.CreateModel(
-            name='MinimumStock',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('minimum', models.PositiveIntegerField(validators=[django.core.validators.MinValueValidator(1)])),
-                ('target', models.PositiveIntegerField(blank=True, help_text='Order up to this many free spares; empty = the minimum.', null=True)),
-                ('is_active', models.BooleanField(default=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('accelerator_model', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='cmdb.acceleratormodel')),
-                ('part_model', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='cmdb.partmodel')),
-                ('site', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='cmdb.site')),
-            ],
-            options={
-                'verbose_name': 'minimum stock level',
-                'ordering': ['site__code', 'id'],
-                'constraints': [models.CheckConstraint(condition=models.Q(models.Q(('accelerator_model__isnull', False), ('part_model__isnull', True)), models.Q(('accelerator_model__isnull', True), ('part_model__isnull', False)), _connector='OR'), name='minimumstock_exactly_one_model'), models.UniqueConstraint(condition=models.Q(('accelerator_model__isnull', False)), fields=('site', 'accelerator_model'), name='minimumstock_unique_accelerator_model'), models.UniqueConstraint(condition=models.Q(('part_model__isnull', False)), fields=('site', 'part_model'), name='minimumstock_unique_part_model'), models.CheckConstraint(condition=models.Q(('target__isnull', True), ('target__gte', models.F('minimum')), _connector='OR'), name='minimumstock_target_at_least_minimum')],
+                "ordering": ["-started_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='StockDiscrepancy',
+            name="MinimumStock",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('wms_quantity', 'WMS count differs from the ledger'), ('wms_serial_missing', 'In stock per the ledger, not in the WMS'), ('wms_serial_unknown', 'In the WMS, not in stock per the ledger'), ('wms_movement_unmatched', 'WMS movement with no ledger movement'), ('stocktake_missing', 'Not found at the stock take'), ('stocktake_unexpected', 'Found at the stock take, not expected there'), ('ledger_drift', 'Ledger on-hand differs from the cards in stock')], max_length=32)),
-                ('sku', models.CharField(blank=True, max_length=100)),
-                ('serial', models.CharField(blank=True, max_length=100)),
-                ('ledger_quantity', models.IntegerField(blank=True, null=True)),
-                ('other_quantity', models.IntegerField(blank=True, help_text="The WMS's or the stock take's figure.", null=True)),
-                ('detail', models.CharField(max_length=500)),
-                ('subject_key', models.CharField(max_length=200)),
-                ('status', models.CharField(choices=[('open', 'Open'), ('resolved', 'Resolved')], db_index=True, default='open', max_length=16)),
-                ('detected_at', models.DateTimeField()),
-                ('last_seen_at', models.DateTimeField()),
-                ('resolved_at', models.DateTimeField(blank=True, null=True)),
-                ('resolution', models.CharField(blank=True, max_length=500)),
-                ('accelerator_model', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='cmdb.acceleratormodel')),
-                ('location', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='cmdb.stocklocation')),
-                ('part_model', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='cmdb.partmodel')),
-                ('resolved_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('site', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='cmdb.site')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("minimum", models.PositiveIntegerField(validators=[django.core.validators.MinValueValidator(1)])),
+                (
+                    "target",
+                    models.PositiveIntegerField(
+                        blank=True, help_text="Order up to this many free spares; empty = the minimum.", null=True
+                    ),
+                ),
+                ("is_active", models.BooleanField(default=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "accelerator_model",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="cmdb.acceleratormodel",
+                    ),
+                ),
+                (
+                    "part_model",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="cmdb.partmodel",
+                    ),
+                ),
+                (
+                    "site",
+                    models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name="+", to="cmdb.site"),
+                ),
             ],
             options={
-                'verbose_name_plural': 'stock discrepancies',
-                'ordering': ['-detected_at', '-id'],
-                'constraints': [models.UniqueConstraint(condition=models.Q(('status', 'open')), fields=('subject_key',), name='stockdiscrepancy_one_open_per_subject')],
+                "verbose_name": "minimum stock level",
+                "ordering": ["site__code", "id"],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            models.Q(("accelerator_model__isnull", False), ("part_model__isnull", True)),
+                            models.Q(("accelerator_model__isnull", True), ("part_model__isnull", False)),
+                            _connector="OR",
+                        ),
+                        name="minimumstock_exactly_one_model",
+                    ),
+                    models.UniqueConstraint(
+                        condition=models.Q(("accelerator_model__isnull", False)),
+                        fields=("site", "accelerator_model"),
+                        name="minimumstock_unique_accelerator_model",
+                    ),
+                    models.UniqueConstraint(
+                        condition=models.Q(("part_model__isnull", False)),
+                        fields=("site", "part_model"),
+                        name="minimumstock_unique_part_model",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            ("target__isnull", True), ("target__gte", models.F("minimum")), _connector="OR"
+                        ),
+                        name="minimumstock_target_at_least_minimum",
+                    ),
+                ],
+            },
+        ),
+        migrations.CreateModel(
+            name="StockDiscrepancy",
+            fields=[
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("wms_quantity", "WMS count differs from the ledger"),
+                            ("wms_serial_missing", "In stock per the ledger, not in the WMS"),
+                            ("wms_serial_unknown", "In the WMS, not in stock per the ledger"),
+                            ("wms_movement_unmatched", "WMS movement with no ledger movement"),
+                            ("stocktake_missing", "Not found at the stock take"),
+                            ("stocktake_unexpected", "Found at the stock take, not expected there"),
+                            ("ledger_drift", "Ledger on-hand differs from the cards in stock"),
+                        ],
+                        max_length=32,
+                    ),
+                ),
+                ("sku", models.CharField(blank=True, max_length=100)),
+                ("serial", models.CharField(blank=True, max_length=100)),
+                ("ledger_quantity", models.IntegerField(blank=True, null=True)),
+                (
+                    "other_quantity",
+                    models.IntegerField(blank=True, help_text="The WMS's or the stock take's figure.", null=True),
+                ),
+                ("detail", models.CharField(max_length=500)),
+                ("subject_key", models.CharField(max_length=200)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("open", "Open"), ("resolved", "Resolved")],
+                        db_index=True,
+                        default="open",
+                        max_length=16,
+                    ),
+                ),
+                ("detected_at", models.DateTimeField()),
+                ("last_seen_at", models.DateTimeField()),
+                ("resolved_at", models.DateTimeField(blank=True, null=True)),
+                ("resolution", models.CharField(blank=True, max_length=500)),
+                (
+                    "accelerator_model",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="cmdb.acceleratormodel",
+                    ),
+                ),
+                (
+                    "location",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="cmdb.stocklocation",
+                    ),
+                ),
+                (
+                    "part_model",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="cmdb.partmodel",
+                    ),
+                ),
+                (
+                    "resolved_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "site",
+                    models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name="+", to="cmdb.site"),
+                ),
+            ],
+            options={
+                "verbose_name_plural": "stock discrepancies",
+                "ordering": ["-detected_at", "-id"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        condition=models.Q(("status", "open")),
+                        fields=("subject_key",),
+                        name="stockdiscrepancy_one_open_per_subject",
+                    )
+                ],
             },
         ),
     ]

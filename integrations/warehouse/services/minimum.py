@@ -39,22 +39,26 @@ def minimum_stock_check(*, site: Site | None = None) -> list[MinimumStockOutcome
     levels = list(levels)
     if not levels:
         return []
-    lines = {(ln.kind, ln.site_id, ln.model_id): ln
-             for ln in stock_lines(site_ids={lv.site_id for lv in levels})}
+    lines = {(ln.kind, ln.site_id, ln.model_id): ln for ln in stock_lines(site_ids={lv.site_id for lv in levels})}
     outcomes: list[MinimumStockOutcome] = []
     for level in levels:
-        kind, model_id = ("accelerator", level.accelerator_model_id) if level.accelerator_model_id else (
-            "part", level.part_model_id)
+        kind, model_id = (
+            ("accelerator", level.accelerator_model_id) if level.accelerator_model_id else ("part", level.part_model_id)
+        )
         line = lines.get((kind, level.site_id, model_id))
         free = line.free if line else 0
         if free >= level.minimum:
             continue
         wanted = max(level.order_up_to - free, 1)
         outcome = refill_request_upsert(
-            site=level.site, quantity=wanted, budget_code=warehouse_setting("REFILL_BUDGET_CODE"),
-            accelerator_model=level.accelerator_model, part_model=level.part_model,
+            site=level.site,
+            quantity=wanted,
+            budget_code=warehouse_setting("REFILL_BUDGET_CODE"),
+            accelerator_model=level.accelerator_model,
+            part_model=level.part_model,
             reason=f"Free {level.item} spares at {level.site.code}: {free}, below the minimum of {level.minimum}; "
-                   f"ordering {wanted} to reach {level.order_up_to}.")
+            f"ordering {wanted} to reach {level.order_up_to}.",
+        )
         outcomes.append(MinimumStockOutcome(level=level, free=free, request=outcome.request, created=outcome.created))
     return outcomes
 

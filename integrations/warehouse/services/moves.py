@@ -36,7 +36,8 @@ class MoveRequest:
     def touched_sites(self) -> set[int]:
         """Sites whose stock the move changes (for permission checks and the minimum-stock check)."""
         return {loc.site_id for loc in (self.location, self.to_location) if loc is not None} | (
-            {self.node.site_id} if self.node is not None else set())
+            {self.node.site_id} if self.node is not None else set()
+        )
 
 
 def _need(value: object, field: str, message: str) -> None:
@@ -60,35 +61,65 @@ def movement_apply(move: MoveRequest) -> None:
             if move.model:
                 model = AcceleratorModel.objects.filter(name=move.model).first()
                 _need(model, "model", f"No accelerator model {move.model!r}.")
-                ledger.accelerators_receive(cards=[ledger.CardReceipt(serial=move.serial, model=model)],
-                                            location=move.location, reason=move.reason, ticket_ref=move.ticket_ref,
-                                            key_prefix=move.key or f"manual-receive:{move.serial}")
+                ledger.accelerators_receive(
+                    cards=[ledger.CardReceipt(serial=move.serial, model=model)],
+                    location=move.location,
+                    reason=move.reason,
+                    ticket_ref=move.ticket_ref,
+                    key_prefix=move.key or f"manual-receive:{move.serial}",
+                )
                 return
             part_model = PartModel.objects.filter(sku=move.sku).first()
             _need(part_model, "sku", "Receiving a new serial needs `model` (a card) or `sku` (a part).")
-            ledger.part_items_receive(part_model=part_model, serials=[move.serial], location=move.location,
-                                      reason=move.reason, ticket_ref=move.ticket_ref,
-                                      key_prefix=move.key or f"manual-receive:{move.serial}")
+            ledger.part_items_receive(
+                part_model=part_model,
+                serials=[move.serial],
+                location=move.location,
+                reason=move.reason,
+                ticket_ref=move.ticket_ref,
+                key_prefix=move.key or f"manual-receive:{move.serial}",
+            )
             return
         if card is not None:
             _card_move(card, move)
             return
         _need(part, "serial", f"No card or part with serial {move.serial!r}.")
-        ledger.part_item_move(item=part, kind=k, reason=move.reason, location=move.to_location or move.location,
-                              node=move.node, ticket_ref=move.ticket_ref, key=move.key)
+        ledger.part_item_move(
+            item=part,
+            kind=k,
+            reason=move.reason,
+            location=move.to_location or move.location,
+            node=move.node,
+            ticket_ref=move.ticket_ref,
+            key=move.key,
+        )
         return
     part_model = PartModel.objects.filter(sku=move.sku).first()
     _need(part_model, "sku", f"No part model {move.sku!r}.")
     _need(move.location, "location", "Which location?")
     if k == MovementKind.ADJUST:
         _need(move.counted, "counted", "An adjustment of a consumable gives the units counted.")
-        ledger.consumable_adjust(part_model=part_model, location=move.location, counted=move.counted,
-                                 reason=move.reason, ticket_ref=move.ticket_ref, key=move.key)
+        ledger.consumable_adjust(
+            part_model=part_model,
+            location=move.location,
+            counted=move.counted,
+            reason=move.reason,
+            ticket_ref=move.ticket_ref,
+            key=move.key,
+        )
         return
     _need(move.quantity, "quantity", "How many units?")
-    ledger.consumable_move(part_model=part_model, kind=k, quantity=move.quantity, location=move.location,
-                           to_location=move.to_location, node=move.node, reason=move.reason,
-                           ticket_ref=move.ticket_ref, key=move.key)
+    ledger.consumable_move(
+        part_model=part_model,
+        kind=k,
+        quantity=move.quantity,
+        location=move.location,
+        to_location=move.to_location,
+        node=move.node,
+        reason=move.reason,
+        ticket_ref=move.ticket_ref,
+        key=move.key,
+    )
 
 
 def _card_move(card: Accelerator, move: MoveRequest) -> None:
@@ -96,19 +127,33 @@ def _card_move(card: Accelerator, move: MoveRequest) -> None:
     if k == MovementKind.ISSUE:
         _need(move.node, "node", "Issue to which node?")
         _need(move.slot_index, "slot_index", "Into which slot?")
-        ledger.accelerator_issue(accelerator=card, node=move.node, slot_index=move.slot_index, reason=move.reason,
-                                 ticket_ref=move.ticket_ref, key=move.key)
+        ledger.accelerator_issue(
+            accelerator=card,
+            node=move.node,
+            slot_index=move.slot_index,
+            reason=move.reason,
+            ticket_ref=move.ticket_ref,
+            key=move.key,
+        )
     elif k in (MovementKind.RETURN, MovementKind.RMA_BACK):
         _need(move.location, "location", "Return into which location?")
-        ledger.accelerator_return(accelerator=card, location=move.location, kind=k, reason=move.reason,
-                                  ticket_ref=move.ticket_ref, key=move.key)
+        ledger.accelerator_return(
+            accelerator=card,
+            location=move.location,
+            kind=k,
+            reason=move.reason,
+            ticket_ref=move.ticket_ref,
+            key=move.key,
+        )
     elif k in (MovementKind.RMA_OUT, MovementKind.SCRAP, MovementKind.ADJUST):
-        ledger.accelerator_send_out(accelerator=card, kind=k, reason=move.reason, ticket_ref=move.ticket_ref,
-                                    key=move.key)
+        ledger.accelerator_send_out(
+            accelerator=card, kind=k, reason=move.reason, ticket_ref=move.ticket_ref, key=move.key
+        )
     elif k == MovementKind.TRANSFER:
         _need(move.to_location, "to_location", "Transfer to which location?")
-        ledger.accelerator_transfer(accelerator=card, to_location=move.to_location, reason=move.reason,
-                                    ticket_ref=move.ticket_ref, key=move.key)
+        ledger.accelerator_transfer(
+            accelerator=card, to_location=move.to_location, reason=move.reason, ticket_ref=move.ticket_ref, key=move.key
+        )
     else:
         raise ValidationError({"kind": f"{k!r} does not apply to a card."})
 

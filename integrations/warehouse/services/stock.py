@@ -78,52 +78,82 @@ def stock_lines(*, site_ids: Iterable[int] | None = None) -> list[StockLine]:
     Rows exist for every model with an installed base, stock on hand, a reservation or a minimum at the site.
     """
     site_ids = list(site_ids) if site_ids is not None else None
-    installed = {(r["site_id"], r["model_id"]): r["n"] for r in Accelerator.objects.filter(
-        lifecycle=AcceleratorLifecycle.INSTALLED, **_site_filter(site_ids, "site_id"))
-        .values("site_id", "model_id").annotate(n=Count("id"))}
+    installed = {
+        (r["site_id"], r["model_id"]): r["n"]
+        for r in Accelerator.objects.filter(
+            lifecycle=AcceleratorLifecycle.INSTALLED, **_site_filter(site_ids, "site_id")
+        )
+        .values("site_id", "model_id")
+        .annotate(n=Count("id"))
+    }
     ledger: dict[tuple[str, int, int], int] = {}
-    for r in (StockMovement.objects.filter(location__isnull=False, **_site_filter(site_ids, "location__site_id"))
-              .values("location__site_id", "accelerator_model_id", "part_model_id").annotate(q=Sum("quantity"))):
+    for r in (
+        StockMovement.objects.filter(location__isnull=False, **_site_filter(site_ids, "location__site_id"))
+        .values("location__site_id", "accelerator_model_id", "part_model_id")
+        .annotate(q=Sum("quantity"))
+    ):
         if r["accelerator_model_id"]:
             ledger[("accelerator", r["location__site_id"], r["accelerator_model_id"])] = r["q"] or 0
         elif r["part_model_id"]:
             ledger[("part", r["location__site_id"], r["part_model_id"])] = r["q"] or 0
-    reserved = {(r["site_id"], r["accelerator__model_id"]): r["n"] for r in StockReservation.objects.filter(
-        status=ReservationStatus.ACTIVE, **_site_filter(site_ids, "site_id"))
-        .values("site_id", "accelerator__model_id").annotate(n=Count("id"))}
+    reserved = {
+        (r["site_id"], r["accelerator__model_id"]): r["n"]
+        for r in StockReservation.objects.filter(status=ReservationStatus.ACTIVE, **_site_filter(site_ids, "site_id"))
+        .values("site_id", "accelerator__model_id")
+        .annotate(n=Count("id"))
+    }
     minimums: dict[tuple[str, int, int], int] = {}
     for row in MinimumStock.objects.filter(is_active=True, **_site_filter(site_ids, "site_id")):
-        kind, model_id = ("accelerator", row.accelerator_model_id) if row.accelerator_model_id else (
-            "part", row.part_model_id)
+        kind, model_id = (
+            ("accelerator", row.accelerator_model_id) if row.accelerator_model_id else ("part", row.part_model_id)
+        )
         minimums[(kind, row.site_id, model_id)] = row.minimum
-    keys = ({("accelerator", s, mdl) for s, mdl in installed} | set(ledger) | set(minimums)
-            | {("accelerator", s, mdl) for s, mdl in reserved})
+    keys = (
+        {("accelerator", s, mdl) for s, mdl in installed}
+        | set(ledger)
+        | set(minimums)
+        | {("accelerator", s, mdl) for s, mdl in reserved}
+    )
     sites = Site.objects.in_bulk({k[1] for k in keys})
     accel = AcceleratorModel.objects.in_bulk({k[2] for k in keys if k[0] == "accelerator"})
     parts = PartModel.objects.in_bulk({k[2] for k in keys if k[0] == "part"})
     lines = [
-        StockLine(site_id=site_id, site_code=sites[site_id].code, kind=kind, model_id=model_id,
-                  model_name=(accel[model_id].name if kind == "accelerator" else parts[model_id].sku),
-                  installed=installed.get((site_id, model_id), 0) if kind == "accelerator" else None,
-                  on_hand=ledger.get((kind, site_id, model_id), 0),
-                  reserved=reserved.get((site_id, model_id), 0) if kind == "accelerator" else 0,
-                  minimum=minimums.get((kind, site_id, model_id)))
+        StockLine(
+            site_id=site_id,
+            site_code=sites[site_id].code,
+            kind=kind,
+            model_id=model_id,
+            model_name=(accel[model_id].name if kind == "accelerator" else parts[model_id].sku),
+            installed=installed.get((site_id, model_id), 0) if kind == "accelerator" else None,
+            on_hand=ledger.get((kind, site_id, model_id), 0),
+            reserved=reserved.get((site_id, model_id), 0) if kind == "accelerator" else 0,
+            minimum=minimums.get((kind, site_id, model_id)),
+        )
         for kind, site_id, model_id in keys
     ]
     return sorted(lines, key=lambda ln: (ln.site_code, ln.kind, ln.model_name))
 
 
-def stock_line_for(*, site: Site, accelerator_model: AcceleratorModel | None = None,
-                   part_model: PartModel | None = None) -> StockLine:
+def stock_line_for(
+    *, site: Site, accelerator_model: AcceleratorModel | None = None, part_model: PartModel | None = None
+) -> StockLine:
     """The stock line of one model at one site (zeros when there is nothing)."""
     kind, model = ("accelerator", accelerator_model) if accelerator_model else ("part", part_model)
     assert model is not None
     for line in stock_lines(site_ids=[site.pk]):
         if line.kind == kind and line.model_id == model.pk:
             return line
-    return StockLine(site_id=site.pk, site_code=site.code, kind=kind, model_id=model.pk,
-                     model_name=getattr(model, "name", "") if kind == "accelerator" else model.sku,
-                     installed=0 if kind == "accelerator" else None, on_hand=0, reserved=0, minimum=None)
+    return StockLine(
+        site_id=site.pk,
+        site_code=site.code,
+        kind=kind,
+        model_id=model.pk,
+        model_name=getattr(model, "name", "") if kind == "accelerator" else model.sku,
+        installed=0 if kind == "accelerator" else None,
+        on_hand=0,
+        reserved=0,
+        minimum=None,
+    )
 
 
 @dataclass(frozen=True)
@@ -146,26 +176,43 @@ def ledger_drift(*, site: Site | None = None) -> list[LedgerDrift]:
     """
     scope = {"location__site": site} if site else {}
     ledger: dict[tuple[str, int, int], int] = defaultdict(int)
-    for r in (StockMovement.objects.filter(location__isnull=False, **scope)
-              .filter(accelerator__isnull=False).values("location_id", "accelerator_model_id")
-              .annotate(q=Sum("quantity"))):
+    for r in (
+        StockMovement.objects.filter(location__isnull=False, **scope)
+        .filter(accelerator__isnull=False)
+        .values("location_id", "accelerator_model_id")
+        .annotate(q=Sum("quantity"))
+    ):
         ledger[("accelerator", r["location_id"], r["accelerator_model_id"])] += r["q"] or 0
-    for r in (StockMovement.objects.filter(location__isnull=False, part_item__isnull=False, **scope)
-              .values("location_id", "part_model_id").annotate(q=Sum("quantity"))):
+    for r in (
+        StockMovement.objects.filter(location__isnull=False, part_item__isnull=False, **scope)
+        .values("location_id", "part_model_id")
+        .annotate(q=Sum("quantity"))
+    ):
         ledger[("part", r["location_id"], r["part_model_id"])] += r["q"] or 0
     items: dict[tuple[str, int, int], int] = defaultdict(int)
     card_scope = {"stock_location__site": site} if site else {}
-    for r in (Accelerator.objects.filter(lifecycle=AcceleratorLifecycle.IN_STOCK, **card_scope)
-              .values("stock_location_id", "model_id").annotate(n=Count("id"))):
+    for r in (
+        Accelerator.objects.filter(lifecycle=AcceleratorLifecycle.IN_STOCK, **card_scope)
+        .values("stock_location_id", "model_id")
+        .annotate(n=Count("id"))
+    ):
         items[("accelerator", r["stock_location_id"], r["model_id"])] = r["n"]
-    for r in (PartItem.objects.filter(status=PartItemStatus.IN_STOCK, **card_scope)
-              .values("stock_location_id", "part_model_id").annotate(n=Count("id"))):
+    for r in (
+        PartItem.objects.filter(status=PartItemStatus.IN_STOCK, **card_scope)
+        .values("stock_location_id", "part_model_id")
+        .annotate(n=Count("id"))
+    ):
         items[("part", r["stock_location_id"], r["part_model_id"])] = r["n"]
     names = StockLocation.objects.select_related("site").in_bulk({k[1] for k in set(ledger) | set(items)})
     return [
-        LedgerDrift(location_id=loc, location=str(names[loc]), kind=kind, model_id=model_id,
-                    ledger_quantity=ledger.get((kind, loc, model_id), 0),
-                    items_in_stock=items.get((kind, loc, model_id), 0))
+        LedgerDrift(
+            location_id=loc,
+            location=str(names[loc]),
+            kind=kind,
+            model_id=model_id,
+            ledger_quantity=ledger.get((kind, loc, model_id), 0),
+            items_in_stock=items.get((kind, loc, model_id), 0),
+        )
         for kind, loc, model_id in sorted(set(ledger) | set(items))
         if ledger.get((kind, loc, model_id), 0) != items.get((kind, loc, model_id), 0)
     ]

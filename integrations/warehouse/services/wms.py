@@ -39,8 +39,11 @@ from .ledger import consumable_adjust
 
 logger = logging.getLogger(__name__)
 
-WMS_KINDS = (StockDiscrepancyKind.WMS_QUANTITY, StockDiscrepancyKind.WMS_SERIAL_MISSING,
-             StockDiscrepancyKind.WMS_SERIAL_UNKNOWN)
+WMS_KINDS = (
+    StockDiscrepancyKind.WMS_QUANTITY,
+    StockDiscrepancyKind.WMS_SERIAL_MISSING,
+    StockDiscrepancyKind.WMS_SERIAL_UNKNOWN,
+)
 # Movements younger than this are not pushed yet: ids are allocated before commit, so a slow transaction can
 # commit a lower id after a higher one is visible; waiting keeps the push watermark from skipping it.
 PUSH_SETTLE = dt.timedelta(minutes=2)
@@ -61,8 +64,12 @@ def discrepancies_sync(*, site: Site, scope_prefix: str, kinds: Iterable[str], d
     desired ones, resolve the rest. Returns how many are open under the prefix afterwards."""
     now = timezone.now()
     with transaction.atomic():
-        open_rows = {d.subject_key: d for d in StockDiscrepancy.objects.select_for_update().filter(
-            status="open", kind__in=list(kinds), subject_key__startswith=scope_prefix)}
+        open_rows = {
+            d.subject_key: d
+            for d in StockDiscrepancy.objects.select_for_update().filter(
+                status="open", kind__in=list(kinds), subject_key__startswith=scope_prefix
+            )
+        }
         for key, row in open_rows.items():
             if key not in desired.rows:
                 row.status, row.resolved_at = "resolved", now
@@ -71,8 +78,7 @@ def discrepancies_sync(*, site: Site, scope_prefix: str, kinds: Iterable[str], d
         for key, values in desired.rows.items():
             row = open_rows.get(key)
             if row is None:
-                StockDiscrepancy.objects.create(site=site, subject_key=key, detected_at=now, last_seen_at=now,
-                                                **values)
+                StockDiscrepancy.objects.create(site=site, subject_key=key, detected_at=now, last_seen_at=now, **values)
                 continue
             for name, value in values.items():
                 setattr(row, name, value)
@@ -96,55 +102,94 @@ def _ledger_view(site: Site) -> _Ledger:
     accel = {m.pk: m.name for m in AcceleratorModel.objects.all()}
     parts = {p.pk: (p.sku, p.is_serialised) for p in PartModel.objects.all()}
     view.serialised_skus = set(accel.values()) | {sku for sku, serialised in parts.values() if serialised}
-    for r in (StockMovement.objects.filter(location__site=site).values("location_id", "accelerator_model_id",
-                                                                       "part_model_id").annotate(q=Sum("quantity"))):
-        sku = accel.get(r["accelerator_model_id"]) if r["accelerator_model_id"] else parts.get(
-            r["part_model_id"], ("", False))[0]
+    for r in (
+        StockMovement.objects.filter(location__site=site)
+        .values("location_id", "accelerator_model_id", "part_model_id")
+        .annotate(q=Sum("quantity"))
+    ):
+        sku = (
+            accel.get(r["accelerator_model_id"])
+            if r["accelerator_model_id"]
+            else parts.get(r["part_model_id"], ("", False))[0]
+        )
         if sku:
             view.quantity[(r["location_id"], sku)] += r["q"] or 0
     for loc_id, model_id, serial, loc_name in Accelerator.objects.filter(
-            lifecycle=AcceleratorLifecycle.IN_STOCK, stock_location__site=site).values_list(
-            "stock_location_id", "model_id", "serial", "stock_location__name"):
+        lifecycle=AcceleratorLifecycle.IN_STOCK, stock_location__site=site
+    ).values_list("stock_location_id", "model_id", "serial", "stock_location__name"):
         if serial:
             view.serials[(loc_id, accel[model_id])].add(serial)
             view.where[serial] = loc_name
     for loc_id, model_id, serial, loc_name in PartItem.objects.filter(
-            status=PartItemStatus.IN_STOCK, stock_location__site=site).values_list(
-            "stock_location_id", "part_model_id", "serial", "stock_location__name"):
+        status=PartItemStatus.IN_STOCK, stock_location__site=site
+    ).values_list("stock_location_id", "part_model_id", "serial", "stock_location__name"):
         view.serials[(loc_id, parts[model_id][0])].add(serial)
         view.where[serial] = loc_name
     return view
 
 
-def _compare(*, site: Site, location: StockLocation | None, location_name: str, sku: str, ledger: _Ledger,
-             wms_quantity: int, wms_serials: Sequence[str] | None, desired: Desired, origin: str) -> None:
+def _compare(
+    *,
+    site: Site,
+    location: StockLocation | None,
+    location_name: str,
+    sku: str,
+    ledger: _Ledger,
+    wms_quantity: int,
+    wms_serials: Sequence[str] | None,
+    desired: Desired,
+    origin: str,
+) -> None:
     """Compare one (location, sku) between the ledger and the WMS; add what differs to `desired`."""
     prefix = f"wms:{site.pk}:{location_name}:{sku}"
     key = (location.pk, sku) if location else None
     ledger_qty = ledger.quantity.get(key, 0) if key else 0
     base = {"location": location, "sku": sku}
     if location is None:
-        desired.add(f"{prefix}:location", kind=StockDiscrepancyKind.WMS_QUANTITY, ledger_quantity=0,
-                    other_quantity=wms_quantity, **base,
-                    detail=f"{origin} holds {wms_quantity} x {sku} at '{location_name}', a location gpuops does not "
-                           f"know at {site.code}.")
+        desired.add(
+            f"{prefix}:location",
+            kind=StockDiscrepancyKind.WMS_QUANTITY,
+            ledger_quantity=0,
+            other_quantity=wms_quantity,
+            **base,
+            detail=f"{origin} holds {wms_quantity} x {sku} at '{location_name}', a location gpuops does not "
+            f"know at {site.code}.",
+        )
         return
     if ledger_qty != wms_quantity:
-        desired.add(f"{prefix}:qty", kind=StockDiscrepancyKind.WMS_QUANTITY, ledger_quantity=ledger_qty,
-                    other_quantity=wms_quantity, **base,
-                    detail=f"{sku} at {location}: ledger {ledger_qty}, {origin} {wms_quantity}.")
+        desired.add(
+            f"{prefix}:qty",
+            kind=StockDiscrepancyKind.WMS_QUANTITY,
+            ledger_quantity=ledger_qty,
+            other_quantity=wms_quantity,
+            **base,
+            detail=f"{sku} at {location}: ledger {ledger_qty}, {origin} {wms_quantity}.",
+        )
     if wms_serials is None or sku not in ledger.serialised_skus:
         return
     ours, theirs = ledger.serials.get(key, set()), set(wms_serials)
     for serial in sorted(ours - theirs):
-        desired.add(f"{prefix}:missing:{serial}", kind=StockDiscrepancyKind.WMS_SERIAL_MISSING, serial=serial, **base,
-                    detail=f"{serial} is in stock at {location} per the ledger; {origin} does not have it there.")
+        desired.add(
+            f"{prefix}:missing:{serial}",
+            kind=StockDiscrepancyKind.WMS_SERIAL_MISSING,
+            serial=serial,
+            **base,
+            detail=f"{serial} is in stock at {location} per the ledger; {origin} does not have it there.",
+        )
     for serial in sorted(theirs - ours):
         elsewhere = ledger.where.get(serial)
-        hint = f" (the ledger has it at {elsewhere})" if elsewhere else " (not in stock anywhere at the site per " \
-                                                                         "the ledger)"
-        desired.add(f"{prefix}:unknown:{serial}", kind=StockDiscrepancyKind.WMS_SERIAL_UNKNOWN, serial=serial, **base,
-                    detail=f"{origin} has {serial} at {location}{hint}.")
+        hint = (
+            f" (the ledger has it at {elsewhere})"
+            if elsewhere
+            else " (not in stock anywhere at the site per the ledger)"
+        )
+        desired.add(
+            f"{prefix}:unknown:{serial}",
+            kind=StockDiscrepancyKind.WMS_SERIAL_UNKNOWN,
+            serial=serial,
+            **base,
+            detail=f"{origin} has {serial} at {location}{hint}.",
+        )
 
 
 def wms_reconcile(*, site: Site) -> WmsSyncRun:
@@ -157,8 +202,7 @@ def wms_reconcile(*, site: Site) -> WmsSyncRun:
     try:
         levels = warehouse_client().stock_levels(site.code)
     except IntegrationError as exc:
-        WmsSyncRun.objects.filter(pk=run.pk).update(status="failed", error=str(exc)[:2000],
-                                                    finished_at=timezone.now())
+        WmsSyncRun.objects.filter(pk=run.pk).update(status="failed", error=str(exc)[:2000], finished_at=timezone.now())
         raise
     ledger = _ledger_view(site)
     locations = {loc.name: loc for loc in StockLocation.objects.filter(site=site)}
@@ -167,39 +211,75 @@ def wms_reconcile(*, site: Site) -> WmsSyncRun:
     for level in levels:
         location = locations.get(level.location)
         seen.add((location.pk if location else level.location, level.sku))
-        _compare(site=site, location=location, location_name=level.location, sku=level.sku, ledger=ledger,
-                 wms_quantity=level.quantity, wms_serials=level.serials, desired=desired, origin="the WMS")
+        _compare(
+            site=site,
+            location=location,
+            location_name=level.location,
+            sku=level.sku,
+            ledger=ledger,
+            wms_quantity=level.quantity,
+            wms_serials=level.serials,
+            desired=desired,
+            origin="the WMS",
+        )
     for (loc_id, sku), qty in ledger.quantity.items():
         if (loc_id, sku) not in seen and qty:
             loc = by_id[loc_id]
-            _compare(site=site, location=loc, location_name=loc.name, sku=sku, ledger=ledger, wms_quantity=0,
-                     wms_serials=(), desired=desired, origin="the WMS")
+            _compare(
+                site=site,
+                location=loc,
+                location_name=loc.name,
+                sku=sku,
+                ledger=ledger,
+                wms_quantity=0,
+                wms_serials=(),
+                desired=desired,
+                origin="the WMS",
+            )
     open_count = discrepancies_sync(site=site, scope_prefix=f"wms:{site.pk}:", kinds=WMS_KINDS, desired=desired)
-    WmsSyncRun.objects.filter(pk=run.pk).update(status="ok", items=len(levels), discrepancies=open_count,
-                                                finished_at=timezone.now())
+    WmsSyncRun.objects.filter(pk=run.pk).update(
+        status="ok", items=len(levels), discrepancies=open_count, finished_at=timezone.now()
+    )
     run.refresh_from_db()
     return run
 
 
-def wms_count_compare(*, site: Site, location_name: str, sku: str, quantity: int,
-                      serials: Sequence[str] | None) -> int:
+def wms_count_compare(*, site: Site, location_name: str, sku: str, quantity: int, serials: Sequence[str] | None) -> int:
     """A cycle count reported by the WMS for one (location, sku): compare and sync that subject only."""
     location = StockLocation.objects.filter(site=site, name=location_name).first()
     desired = Desired()
-    _compare(site=site, location=location, location_name=location_name, sku=sku, ledger=_ledger_view(site),
-             wms_quantity=quantity, wms_serials=serials, desired=desired, origin="the WMS count")
-    return discrepancies_sync(site=site, scope_prefix=f"wms:{site.pk}:{location_name}:{sku}:", kinds=WMS_KINDS,
-                              desired=desired)
+    _compare(
+        site=site,
+        location=location,
+        location_name=location_name,
+        sku=sku,
+        ledger=_ledger_view(site),
+        wms_quantity=quantity,
+        wms_serials=serials,
+        desired=desired,
+        origin="the WMS count",
+    )
+    return discrepancies_sync(
+        site=site, scope_prefix=f"wms:{site.pk}:{location_name}:{sku}:", kinds=WMS_KINDS, desired=desired
+    )
 
 
 def _wms_movement(mv: StockMovement) -> WmsMovement:
     sku = mv.accelerator_model.name if mv.accelerator_model_id else (mv.part_model.sku if mv.part_model_id else "")
     serial = (mv.accelerator.serial or "") if mv.accelerator_id else (mv.part_item.serial if mv.part_item_id else "")
-    return WmsMovement(ref=f"gpuops-mv-{mv.pk}", at=mv.at, kind=mv.kind, sku=sku, quantity=mv.quantity,
-                       site_code=mv.location.site.code if mv.location_id else "",
-                       location=mv.location.name if mv.location_id else "", serial=serial,
-                       to_location=mv.to_location.name if mv.to_location_id else "", ticket_ref=mv.ticket_ref,
-                       reason=mv.reason)
+    return WmsMovement(
+        ref=f"gpuops-mv-{mv.pk}",
+        at=mv.at,
+        kind=mv.kind,
+        sku=sku,
+        quantity=mv.quantity,
+        site_code=mv.location.site.code if mv.location_id else "",
+        location=mv.location.name if mv.location_id else "",
+        serial=serial,
+        to_location=mv.to_location.name if mv.to_location_id else "",
+        ticket_ref=mv.ticket_ref,
+        reason=mv.reason,
+    )
 
 
 def wms_push(*, now: dt.datetime | None = None) -> WmsSyncRun | None:
@@ -208,13 +288,20 @@ def wms_push(*, now: dt.datetime | None = None) -> WmsSyncRun | None:
     The batch key is derived from the movement ids, so a retried push of the same batch is not recorded twice
     by the WMS. Returns the run, or None when there was nothing to push.
     """
-    last = (WmsSyncRun.objects.filter(direction=WmsSyncRun.Direction.PUSH, status="ok")
-            .order_by("-last_movement_id").values_list("last_movement_id", flat=True).first()) or 0
+    last = (
+        WmsSyncRun.objects.filter(direction=WmsSyncRun.Direction.PUSH, status="ok")
+        .order_by("-last_movement_id")
+        .values_list("last_movement_id", flat=True)
+        .first()
+    ) or 0
     cutoff = (now or timezone.now()) - PUSH_SETTLE
-    batch = list(StockMovement.objects.filter(pk__gt=last, at__lt=cutoff, kind__in=warehouse_setting("PUSH_KINDS"),
-                                              location__isnull=False)
-                 .select_related("accelerator", "part_item", "part_model", "accelerator_model", "location__site",
-                                 "to_location").order_by("pk")[: warehouse_setting("PUSH_BATCH")])
+    batch = list(
+        StockMovement.objects.filter(
+            pk__gt=last, at__lt=cutoff, kind__in=warehouse_setting("PUSH_KINDS"), location__isnull=False
+        )
+        .select_related("accelerator", "part_item", "part_model", "accelerator_model", "location__site", "to_location")
+        .order_by("pk")[: warehouse_setting("PUSH_BATCH")]
+    )
     if not batch:
         return None
     run = WmsSyncRun.objects.create(direction=WmsSyncRun.Direction.PUSH, started_at=timezone.now())
@@ -224,8 +311,9 @@ def wms_push(*, now: dt.datetime | None = None) -> WmsSyncRun | None:
     except IntegrationError as exc:
         WmsSyncRun.objects.filter(pk=run.pk).update(status="failed", error=str(exc)[:2000], finished_at=timezone.now())
         raise
-    WmsSyncRun.objects.filter(pk=run.pk).update(status="ok", items=accepted, last_movement_id=batch[-1].pk,
-                                                finished_at=timezone.now())
+    WmsSyncRun.objects.filter(pk=run.pk).update(
+        status="ok", items=accepted, last_movement_id=batch[-1].pk, finished_at=timezone.now()
+    )
     run.refresh_from_db()
     return run
 
@@ -237,9 +325,15 @@ class StocktakeResult:
     unexpected: list[str]
 
 
-def stocktake_apply(*, location: StockLocation, counts: Mapping[PartModel, int] | None = None,
-                    serials: Sequence[str] | None = None, reason: str, ticket_ref: str = "",
-                    key: str | None = None) -> StocktakeResult:
+def stocktake_apply(
+    *,
+    location: StockLocation,
+    counts: Mapping[PartModel, int] | None = None,
+    serials: Sequence[str] | None = None,
+    reason: str,
+    ticket_ref: str = "",
+    key: str | None = None,
+) -> StocktakeResult:
     """Apply a stock take of one location.
 
     Consumables: the count is the truth after a stock take, so each model gets an `adjust` movement of
@@ -249,35 +343,60 @@ def stocktake_apply(*, location: StockLocation, counts: Mapping[PartModel, int] 
     """
     adjustments = []
     for part_model, counted in (counts or {}).items():
-        row = consumable_adjust(part_model=part_model, location=location, counted=counted, reason=reason,
-                                ticket_ref=ticket_ref, key=f"{key}:pm:{part_model.pk}" if key else None)
+        row = consumable_adjust(
+            part_model=part_model,
+            location=location,
+            counted=counted,
+            reason=reason,
+            ticket_ref=ticket_ref,
+            key=f"{key}:pm:{part_model.pk}" if key else None,
+        )
         if row is not None:
             adjustments.append(row)
     if serials is None:
         return StocktakeResult(adjustments=adjustments, missing=[], unexpected=[])
     site = location.site
-    expected = set(Accelerator.objects.filter(lifecycle=AcceleratorLifecycle.IN_STOCK, stock_location=location)
-                   .values_list("serial", flat=True)) | set(
-        PartItem.objects.filter(status=PartItemStatus.IN_STOCK, stock_location=location).values_list("serial",
-                                                                                                      flat=True))
+    expected = set(
+        Accelerator.objects.filter(lifecycle=AcceleratorLifecycle.IN_STOCK, stock_location=location).values_list(
+            "serial", flat=True
+        )
+    ) | set(
+        PartItem.objects.filter(status=PartItemStatus.IN_STOCK, stock_location=location).values_list(
+            "serial", flat=True
+        )
+    )
     expected.discard(None)
     counted = set(serials)
     ledger = _ledger_view(site)
     desired = Desired()
     prefix = f"stocktake:{location.pk}:"
     for serial in sorted(expected - counted):
-        desired.add(f"{prefix}{serial}", kind=StockDiscrepancyKind.STOCKTAKE_MISSING, location=location, serial=serial,
-                    detail=f"{serial} is in stock at {location} per the ledger and was not found at the stock take "
-                           f"({reason}).")
+        desired.add(
+            f"{prefix}{serial}",
+            kind=StockDiscrepancyKind.STOCKTAKE_MISSING,
+            location=location,
+            serial=serial,
+            detail=f"{serial} is in stock at {location} per the ledger and was not found at the stock take ({reason}).",
+        )
     for serial in sorted(counted - expected):
         where = ledger.where.get(serial)
-        desired.add(f"{prefix}{serial}", kind=StockDiscrepancyKind.STOCKTAKE_UNEXPECTED, location=location,
-                    serial=serial, detail=f"{serial} was found at {location} at the stock take; the ledger has it "
-                                          f"{'at ' + where if where else 'nowhere in stock at ' + site.code}.")
-    discrepancies_sync(site=site, scope_prefix=prefix, desired=desired,
-                       kinds=(StockDiscrepancyKind.STOCKTAKE_MISSING, StockDiscrepancyKind.STOCKTAKE_UNEXPECTED))
-    return StocktakeResult(adjustments=adjustments, missing=sorted(expected - counted),
-                           unexpected=sorted(counted - expected))
+        desired.add(
+            f"{prefix}{serial}",
+            kind=StockDiscrepancyKind.STOCKTAKE_UNEXPECTED,
+            location=location,
+            serial=serial,
+            detail=f"{serial} was found at {location} at the stock take; the ledger has it "
+            f"{'at ' + where if where else 'nowhere in stock at ' + site.code}.",
+        )
+    discrepancies_sync(
+        site=site,
+        scope_prefix=prefix,
+        desired=desired,
+        kinds=(StockDiscrepancyKind.STOCKTAKE_MISSING, StockDiscrepancyKind.STOCKTAKE_UNEXPECTED),
+    )
+    return StocktakeResult(
+        adjustments=adjustments, missing=sorted(expected - counted), unexpected=sorted(counted - expected)
+    )
 
 
 def wms_event_handle(event: Any) -> None:
@@ -292,8 +411,13 @@ def wms_event_handle(event: Any) -> None:
     if site is None:
         raise PermanentError(f"unknown site {data['site']!r}")
     if event.type == "stock.counted":
-        wms_count_compare(site=site, location_name=data["location"], sku=data["sku"], quantity=data["quantity"],
-                          serials=data.get("serials"))
+        wms_count_compare(
+            site=site,
+            location_name=data["location"],
+            sku=data["sku"],
+            quantity=data["quantity"],
+            serials=data.get("serials"),
+        )
         return
     ref = data.get("ref", "")
     ours = ref.removeprefix("gpuops-mv-")
@@ -301,11 +425,17 @@ def wms_event_handle(event: Any) -> None:
         return
     location = StockLocation.objects.filter(site=site, name=data.get("location", "")).first()
     desired = Desired()
-    desired.add(f"wmsmove:{site.pk}:{event.event_id}", kind=StockDiscrepancyKind.WMS_MOVEMENT_UNMATCHED,
-                location=location, sku=data["sku"], serial=data.get("serial", ""), other_quantity=data["quantity"],
-                detail=f"The WMS recorded {data['kind']} of {data['quantity']} x {data['sku']}"
-                       f"{' ' + data['serial'] if data.get('serial') else ''} at {data.get('location', '?')} with no "
-                       f"matching gpuops movement (WMS ref {ref or 'none'}).")
+    desired.add(
+        f"wmsmove:{site.pk}:{event.event_id}",
+        kind=StockDiscrepancyKind.WMS_MOVEMENT_UNMATCHED,
+        location=location,
+        sku=data["sku"],
+        serial=data.get("serial", ""),
+        other_quantity=data["quantity"],
+        detail=f"The WMS recorded {data['kind']} of {data['quantity']} x {data['sku']}"
+        f"{' ' + data['serial'] if data.get('serial') else ''} at {data.get('location', '?')} with no "
+        f"matching gpuops movement (WMS ref {ref or 'none'}).",
+    )
     # Keyed by the event: each unmatched WMS movement stays open until a person resolves it.
     row = desired.rows.popitem()
     if not StockDiscrepancy.objects.filter(subject_key=row[0], status="open").exists():

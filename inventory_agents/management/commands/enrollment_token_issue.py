@@ -22,14 +22,19 @@ class Command(BaseCommand):
         parser.add_argument("--max-uses", type=int, default=None)
         parser.add_argument("--expires-days", type=int, default=30)
 
-    def handle(self, *args, name: str, site: str, server_model: str, max_uses: int | None, expires_days: int,
-               **options) -> None:
+    def handle(
+        self, *args, name: str, site: str, server_model: str, max_uses: int | None, expires_days: int, **options
+    ) -> None:
         site_row = Site.objects.filter(code=site).first()
         model_row = ServerModel.objects.filter(name=server_model).first()
         if site_row is None or model_row is None:
             raise CommandError("Unknown site code or server model name.")
         with change_context(source=ChangeSource.CLI):
             issued = enrollment_token_issue(
-                name=name, site=site_row, server_model=model_row, max_uses=max_uses,
-                expires_at=timezone.now() + dt.timedelta(days=expires_days) if expires_days else None)
+                name=name,
+                site=site_row,
+                server_model=model_row,
+                max_uses=max_uses,
+                expires_at=timezone.now() + dt.timedelta(days=expires_days) if expires_days else None,
+            )
         self.stdout.write(issued.token)

@@ -71,8 +71,16 @@ def two_sites(db) -> TwoSites:
     node_a, node_b = NodeFactory(site=site_a, hostname="a-0001"), NodeFactory(site=site_b, hostname="b-0001")
     cards_a = [AcceleratorFactory(node=node_a, slot_index=i, serial=f"A-{i}") for i in range(2)]
     cards_b = [AcceleratorFactory(node=node_b, slot_index=i, serial=f"B-{i}") for i in range(2)]
-    return TwoSites(site_a, site_b, node_a, node_b, cards_a, cards_b,
-                    StockLocationFactory(site=site_a, name="wh-a"), StockLocationFactory(site=site_b, name="wh-b"))
+    return TwoSites(
+        site_a,
+        site_b,
+        node_a,
+        node_b,
+        cards_a,
+        cards_b,
+        StockLocationFactory(site=site_a, name="wh-a"),
+        StockLocationFactory(site=site_b, name="wh-b"),
+    )
 
 
 @pytest.fixture
@@ -103,8 +111,11 @@ def nobody(db, client_for) -> APIClient:
 def global_node_editor(db, client_for) -> APIClient:
     """Holds the global cmdb.view_node/change_node/add_node/delete_node permissions (no scope)."""
     user = UserFactory(username="node-editor")
-    user.user_permissions.add(*Permission.objects.filter(
-        content_type__app_label="cmdb", codename__in=["view_node", "change_node", "add_node", "delete_node"]))
+    user.user_permissions.add(
+        *Permission.objects.filter(
+            content_type__app_label="cmdb", codename__in=["view_node", "change_node", "add_node", "delete_node"]
+        )
+    )
     return client_for(user)
 
 

@@ -14,8 +14,16 @@ pytestmark = pytest.mark.django_db
 
 
 def node_rows(two_sites, n: int, prefix: str = "bulk") -> list[dict]:
-    return [{"hostname": f"{prefix}-{i:03d}", "serial": f"{prefix.upper()}-{i:05d}", "status": "planned",
-             "server_model": two_sites.node_a.server_model_id, "site": two_sites.site_a.pk} for i in range(n)]
+    return [
+        {
+            "hostname": f"{prefix}-{i:03d}",
+            "serial": f"{prefix.upper()}-{i:05d}",
+            "status": "planned",
+            "server_model": two_sites.node_a.server_model_id,
+            "site": two_sites.site_a.pk,
+        }
+        for i in range(n)
+    ]
 
 
 def inserts_into(ctx: CaptureQueriesContext, table: str) -> int:
@@ -30,6 +38,7 @@ def assert_no_per_row_queries(small: int, large: int, extra_rows: int) -> None:
 
 
 # --- create ------------------------------------------------------------------------------------------------------
+
 
 def test_bulk_create_writes_rows_and_their_records_in_bulk(root, two_sites):
     with CaptureQueriesContext(connection) as ctx:
@@ -60,12 +69,15 @@ def test_bulk_with_one_bad_row_writes_nothing(root, two_sites):
     assert m.ChangeRecord.objects.count() == records
 
 
-@pytest.mark.parametrize(("mutate", "field"), [
-    (lambda rows, ts: rows[2].update(serial=rows[0]["serial"]), "serial"),      # duplicate inside the batch
-    (lambda rows, ts: rows[2].update(serial=ts.node_a.serial), "serial"),       # duplicate of a stored row
-    (lambda rows, ts: rows[2].update(site=987654), "site"),                     # unknown reference
-    (lambda rows, ts: rows[2].update(is_cordoned=True), "cordon_reason"),       # check constraint
-])
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda rows, ts: rows[2].update(serial=rows[0]["serial"]), "serial"),  # duplicate inside the batch
+        (lambda rows, ts: rows[2].update(serial=ts.node_a.serial), "serial"),  # duplicate of a stored row
+        (lambda rows, ts: rows[2].update(site=987654), "site"),  # unknown reference
+        (lambda rows, ts: rows[2].update(is_cordoned=True), "cordon_reason"),  # check constraint
+    ],
+)
 def test_model_rules_name_the_row_and_field(root, two_sites, mutate, field):
     rows = node_rows(two_sites, 4)
     mutate(rows, two_sites)
@@ -80,9 +92,9 @@ def test_bulk_rack_positions_are_checked_against_the_batch_and_the_rack(root, tw
     rack = RackFactory(room__site=two_sites.site_a, u_height=42)
     NodeFactory(site=two_sites.site_a, rack=rack, position=1, server_model=two_sites.node_a.server_model)  # U1-U8
     rows = node_rows(two_sites, 3)
-    rows[0].update(rack=rack.pk, position=20)   # U20-U27: free
-    rows[1].update(rack=rack.pk, position=24)   # overlaps row 0
-    rows[2].update(rack=rack.pk, position=5)    # overlaps the stored node
+    rows[0].update(rack=rack.pk, position=20)  # U20-U27: free
+    rows[1].update(rack=rack.pk, position=24)  # overlaps row 0
+    rows[2].update(rack=rack.pk, position=5)  # overlaps the stored node
     response = root.post(url("nodes"), rows, format="json")
     assert response.status_code == 400
     bad = {r["row"]: r["fields"]["position"][0] for r in response.json()["error"]["rows"]}
@@ -112,11 +124,16 @@ def test_bulk_create_queries_do_not_grow_with_the_batch(root, two_sites):
 
 # --- update ------------------------------------------------------------------------------------------------------
 
+
 def test_bulk_update_bumps_versions_and_writes_records_in_bulk(root, two_sites):
     nodes = [two_sites.node_a, two_sites.node_b]
     with CaptureQueriesContext(connection) as ctx:
-        response = root.patch(url("nodes"), [{"id": n.pk, "status": "maintenance"} for n in nodes], format="json",
-                              HTTP_X_REQUEST_ID="batch-2")
+        response = root.patch(
+            url("nodes"),
+            [{"id": n.pk, "status": "maintenance"} for n in nodes],
+            format="json",
+            HTTP_X_REQUEST_ID="batch-2",
+        )
     assert response.status_code == 200, response.content
     assert [row["version"] for row in response.json()] == [n.version + 1 for n in nodes]
     records = m.ChangeRecord.objects.filter(correlation_id="batch-2")
@@ -126,8 +143,10 @@ def test_bulk_update_bumps_versions_and_writes_records_in_bulk(root, two_sites):
 
 
 def test_bulk_update_with_a_stale_version_is_412_naming_the_row(root, two_sites):
-    rows = [{"id": two_sites.node_a.pk, "status": "maintenance", "version": two_sites.node_a.version},
-            {"id": two_sites.node_b.pk, "status": "maintenance", "version": two_sites.node_b.version + 5}]
+    rows = [
+        {"id": two_sites.node_a.pk, "status": "maintenance", "version": two_sites.node_a.version},
+        {"id": two_sites.node_b.pk, "status": "maintenance", "version": two_sites.node_b.version + 5},
+    ]
     response = root.patch(url("nodes"), rows, format="json")
     assert response.status_code == 412
     assert response.json()["error"]["row"] == 1
@@ -175,6 +194,7 @@ def test_moving_a_card_onto_an_occupied_slot_is_refused(root, two_sites):
 
 
 # --- delete ------------------------------------------------------------------------------------------------------
+
 
 def test_bulk_delete(root, two_sites):
     rows = node_rows(two_sites, 3)

@@ -9,10 +9,33 @@ from tests.cmdb.api.support import url
 
 pytestmark = pytest.mark.django_db
 
-RESOURCES = ["sites", "rooms", "racks", "clusters", "tenants", "vendors", "accelerator-models", "server-models",
-             "part-models", "driver-packages", "health-policies", "nodes", "components", "nics", "nic-ports",
-             "installed-software", "health-events", "accelerators", "accelerator-placements", "stock-locations",
-             "fabrics", "switches", "switch-ports", "links", "changes"]
+RESOURCES = [
+    "sites",
+    "rooms",
+    "racks",
+    "clusters",
+    "tenants",
+    "vendors",
+    "accelerator-models",
+    "server-models",
+    "part-models",
+    "driver-packages",
+    "health-policies",
+    "nodes",
+    "components",
+    "nics",
+    "nic-ports",
+    "installed-software",
+    "health-events",
+    "accelerators",
+    "accelerator-placements",
+    "stock-locations",
+    "fabrics",
+    "switches",
+    "switch-ports",
+    "links",
+    "changes",
+]
 
 
 def test_every_endpoint_lists_and_retrieves(root, fleet):

@@ -33,8 +33,11 @@ CASES: list[tuple[str, dict[str, str], Expected]] = [
     ("accelerators", {"room": "hall-a910b"}, lambda: A.filter(node__rack__room__name="hall-a910b")),
     ("accelerators", {"rack": "sh1-h100-r002"}, lambda: A.filter(node__rack__name="sh1-h100-r002")),
     ("accelerators", {"node": "bj2-k100-0003"}, lambda: A.filter(node__hostname="bj2-k100-0003")),
-    ("accelerators", {"node__in": "bj2-k100-0003,bj2-k100-0004"},
-     lambda: A.filter(node__hostname__in=["bj2-k100-0003", "bj2-k100-0004"])),
+    (
+        "accelerators",
+        {"node__in": "bj2-k100-0003,bj2-k100-0004"},
+        lambda: A.filter(node__hostname__in=["bj2-k100-0003", "bj2-k100-0004"]),
+    ),
     ("accelerators", {"cluster": "bj2-ascend"}, lambda: A.filter(node__cluster__name="bj2-ascend")),
     ("accelerators", {"tenant": "vision"}, lambda: A.filter(node__tenant__slug="vision")),
     ("accelerators", {"vendor": "ascend"}, lambda: A.filter(model__vendor__slug="ascend")),
@@ -48,15 +51,27 @@ CASES: list[tuple[str, dict[str, str], Expected]] = [
     ("accelerators", {"serial": "1654SH1H100000003"}, lambda: A.filter(serial="1654SH1H100000003")),
     ("accelerators", {"uuid": "__first_uuid__"}, lambda: A.filter(uuid=A.exclude(uuid=None).order_by("pk")[0].uuid)),
     ("accelerators", {"slot_index__in": "0,7"}, lambda: A.filter(slot_index__in=[0, 7])),
-    ("accelerators", {"driver": "nvidia-driver:550.127.05"},
-     lambda: A.filter(node_id__in=_node_ids_with("nvidia-driver", "550.127.05"))),
-    ("accelerators", {"installed_version": "24.1.rc2"},
-     lambda: A.filter(node_id__in=m.InstalledSoftware.objects.filter(version="24.1.rc2").values("node_id"))),
+    (
+        "accelerators",
+        {"driver": "nvidia-driver:550.127.05"},
+        lambda: A.filter(node_id__in=_node_ids_with("nvidia-driver", "550.127.05")),
+    ),
+    (
+        "accelerators",
+        {"installed_version": "24.1.rc2"},
+        lambda: A.filter(node_id__in=m.InstalledSoftware.objects.filter(version="24.1.rc2").values("node_id")),
+    ),
     ("accelerators", {"driver_version": "6.3.8"}, lambda: A.filter(driver_version="6.3.8")),
-    ("accelerators", {"site": "bj2", "model": "Ascend 910B3", "health": "failed"},
-     lambda: A.filter(site__code="bj2", model__name="Ascend 910B3", health="failed")),
-    ("accelerators", {"q": "sh1h10000002"}, lambda: A.filter(Q(serial__icontains="sh1h10000002")
-                                                              | Q(node__hostname__icontains="sh1h10000002"))),
+    (
+        "accelerators",
+        {"site": "bj2", "model": "Ascend 910B3", "health": "failed"},
+        lambda: A.filter(site__code="bj2", model__name="Ascend 910B3", health="failed"),
+    ),
+    (
+        "accelerators",
+        {"q": "sh1h10000002"},
+        lambda: A.filter(Q(serial__icontains="sh1h10000002") | Q(node__hostname__icontains="sh1h10000002")),
+    ),
     ("accelerators", {"tag": "canary"}, lambda: A.filter(node__tags__slug="canary")),
     # nodes
     ("nodes", {"site": "bj2"}, lambda: N.filter(site__code="bj2")),
@@ -69,43 +84,82 @@ CASES: list[tuple[str, dict[str, str], Expected]] = [
     ("nodes", {"role": "compute"}, lambda: N.filter(role="compute")),
     ("nodes", {"health": "failed"}, lambda: N.filter(health="failed")),
     ("nodes", {"hostname": "sh1-h100-0007"}, lambda: N.filter(hostname="sh1-h100-0007")),
-    ("nodes", {"hostname__in": "sh1-h100-0007,bj2-k100-0001"},
-     lambda: N.filter(hostname__in=["sh1-h100-0007", "bj2-k100-0001"])),
+    (
+        "nodes",
+        {"hostname__in": "sh1-h100-0007,bj2-k100-0001"},
+        lambda: N.filter(hostname__in=["sh1-h100-0007", "bj2-k100-0001"]),
+    ),
     ("nodes", {"serial": "__first_serial__"}, lambda: N.filter(serial=N.order_by("pk")[0].serial)),
     ("nodes", {"model": "Huawei Atlas 800T A2"}, lambda: N.filter(server_model__name="Huawei Atlas 800T A2")),
     ("nodes", {"vendor": "nvidia"}, lambda: N.filter(server_model__accelerator_model__vendor__slug="nvidia")),
     ("nodes", {"vendor": "sugon"}, lambda: N.filter(server_model__vendor__slug="sugon")),
-    ("nodes", {"accelerator_model": "Hygon K100"},
-     lambda: N.filter(server_model__accelerator_model__name="Hygon K100")),
-    ("nodes", {"driver": "ascend-driver:24.1.rc2"},
-     lambda: N.filter(pk__in=_node_ids_with("ascend-driver", "24.1.rc2"))),
+    (
+        "nodes",
+        {"accelerator_model": "Hygon K100"},
+        lambda: N.filter(server_model__accelerator_model__name="Hygon K100"),
+    ),
+    (
+        "nodes",
+        {"driver": "ascend-driver:24.1.rc2"},
+        lambda: N.filter(pk__in=_node_ids_with("ascend-driver", "24.1.rc2")),
+    ),
     ("nodes", {"driver": "dtk"}, lambda: N.filter(pk__in=_node_ids_with("dtk"))),
-    ("nodes", {"installed_version": "550.127.05"},
-     lambda: N.filter(pk__in=m.InstalledSoftware.objects.filter(version="550.127.05").values("node_id"))),
+    (
+        "nodes",
+        {"installed_version": "550.127.05"},
+        lambda: N.filter(pk__in=m.InstalledSoftware.objects.filter(version="550.127.05").values("node_id")),
+    ),
     ("nodes", {"tag": "canary"}, lambda: N.filter(tags__slug="canary")),
     ("nodes", {"q": "K100-000"}, lambda: N.filter(hostname__icontains="k100-000")),
     ("nodes", {"is_cordoned": "false"}, lambda: N.filter(is_cordoned=False)),
     # links, switches, software, catalog, history
-    ("links", {"node": "sh1-h100-0002"},
-     lambda: m.Link.objects.filter(a_nic_port__nic__node__hostname="sh1-h100-0002")),
-    ("links", {"switch": "sh1-ib-compute-su001-leaf3"},
-     lambda: m.Link.objects.filter(b_switch_port__switch__name="sh1-ib-compute-su001-leaf3")),
-    ("links", {"rail": "3", "site": "bj2"},
-     lambda: m.Link.objects.filter(b_switch_port__switch__rail=3, fabric__site__code="bj2")),
+    (
+        "links",
+        {"node": "sh1-h100-0002"},
+        lambda: m.Link.objects.filter(a_nic_port__nic__node__hostname="sh1-h100-0002"),
+    ),
+    (
+        "links",
+        {"switch": "sh1-ib-compute-su001-leaf3"},
+        lambda: m.Link.objects.filter(b_switch_port__switch__name="sh1-ib-compute-su001-leaf3"),
+    ),
+    (
+        "links",
+        {"rail": "3", "site": "bj2"},
+        lambda: m.Link.objects.filter(b_switch_port__switch__rail=3, fabric__site__code="bj2"),
+    ),
     ("links", {"status": "connected"}, lambda: m.Link.objects.filter(status="connected")),
-    ("switches", {"fabric": "bj2-roce-compute", "rail__in": "0,1"},
-     lambda: m.Switch.objects.filter(fabric__name="bj2-roce-compute", rail__in=[0, 1])),
-    ("installed-software", {"driver": "cuda:12.4.1"},
-     lambda: m.InstalledSoftware.objects.filter(component="cuda", version="12.4.1")),
-    ("driver-packages", {"supports": "H200-SXM5-141GB"},
-     lambda: m.DriverPackage.objects.filter(supported_models__name="H200-SXM5-141GB")),
-    ("driver-packages", {"component__in": "cuda,dtk"},
-     lambda: m.DriverPackage.objects.filter(component__in=["cuda", "dtk"])),
-    ("health-events", {"site": "sh1", "is_open": "true"},
-     lambda: m.HealthEvent.objects.filter(node__site__code="sh1", resolved_at=None)),
+    (
+        "switches",
+        {"fabric": "bj2-roce-compute", "rail__in": "0,1"},
+        lambda: m.Switch.objects.filter(fabric__name="bj2-roce-compute", rail__in=[0, 1]),
+    ),
+    (
+        "installed-software",
+        {"driver": "cuda:12.4.1"},
+        lambda: m.InstalledSoftware.objects.filter(component="cuda", version="12.4.1"),
+    ),
+    (
+        "driver-packages",
+        {"supports": "H200-SXM5-141GB"},
+        lambda: m.DriverPackage.objects.filter(supported_models__name="H200-SXM5-141GB"),
+    ),
+    (
+        "driver-packages",
+        {"component__in": "cuda,dtk"},
+        lambda: m.DriverPackage.objects.filter(component__in=["cuda", "dtk"]),
+    ),
+    (
+        "health-events",
+        {"site": "sh1", "is_open": "true"},
+        lambda: m.HealthEvent.objects.filter(node__site__code="sh1", resolved_at=None),
+    ),
     ("changes", {"model": "cmdb.rack"}, lambda: m.ChangeRecord.objects.filter(content_type__model="rack")),
-    ("changes", {"model": "site", "source": "import"},
-     lambda: m.ChangeRecord.objects.filter(content_type__model="site", source="import")),
+    (
+        "changes",
+        {"model": "site", "source": "import"},
+        lambda: m.ChangeRecord.objects.filter(content_type__model="site", source="import"),
+    ),
 ]
 
 
@@ -129,8 +183,10 @@ def test_every_filter_matches_the_orm(root, tagged_fleet):
     first_uuid = A.exclude(uuid=None).order_by("pk")[0].uuid
     first_serial = N.order_by("pk")[0].serial
     for resource, params, expected in CASES:
-        params = {k: v.replace("__first_uuid__", first_uuid).replace("__first_serial__", first_serial)
-                  for k, v in params.items()}
+        params = {
+            k: v.replace("__first_uuid__", first_uuid).replace("__first_serial__", first_serial)
+            for k, v in params.items()
+        }
         want = set(expected().values_list("pk", flat=True).distinct())
         assert want, f"case {resource} {params} matches nothing: a vacuous test"
         assert _ids(root, resource, params) == want, (resource, params)
@@ -141,7 +197,8 @@ def test_filters_by_id_too(root, fleet):
     assert _ids(root, "nodes", {"site": str(site.pk)}) == _ids(root, "nodes", {"site": "bj2"})
     model = m.AcceleratorModel.objects.get(name="Hygon K100")
     assert _ids(root, "accelerators", {"model__in": f"{model.pk},Ascend 910B3"}) == set(
-        A.filter(model__name__in=["Hygon K100", "Ascend 910B3"]).values_list("pk", flat=True))
+        A.filter(model__name__in=["Hygon K100", "Ascend 910B3"]).values_list("pk", flat=True)
+    )
 
 
 def test_ordering(root, fleet):
@@ -154,10 +211,14 @@ def test_ordering(root, fleet):
 
 
 def test_bad_filter_values_are_400_naming_the_parameter(root, fleet):
-    for params, field in (({"ordering": "password"}, "ordering"), ({"status": "exploded"}, "status"),
-                          ({"status__in": "active,exploded"}, "status__in"), ({"id": "x"}, "id"),
-                          ({"id": str(2**70)}, "id"), ({"updated_at__gte": "9999-12-31T23:59:59-14:00"},
-                                                       "updated_at__gte")):
+    for params, field in (
+        ({"ordering": "password"}, "ordering"),
+        ({"status": "exploded"}, "status"),
+        ({"status__in": "active,exploded"}, "status__in"),
+        ({"id": "x"}, "id"),
+        ({"id": str(2**70)}, "id"),
+        ({"updated_at__gte": "9999-12-31T23:59:59-14:00"}, "updated_at__gte"),
+    ):
         response = root.get(url("nodes"), params)
         assert response.status_code == 400, params
         assert field in response.json()["error"]["fields"], params

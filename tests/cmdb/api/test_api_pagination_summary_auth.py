@@ -18,6 +18,7 @@ pytestmark = pytest.mark.django_db
 
 # --- pagination --------------------------------------------------------------------------------------------------
 
+
 def walk(client: APIClient, first: str, params: dict) -> tuple[list[int], int]:
     ids: list[int] = []
     pages = 0
@@ -79,6 +80,7 @@ def test_offset_pages_and_limit_cap(root, fleet):
 
 # --- summary -----------------------------------------------------------------------------------------------------
 
+
 def test_summary_counts_match_the_fleet(root, fleet, django_assert_max_num_queries):
     with django_assert_max_num_queries(8):  # token + one GROUP BY per breakdown
         body = root.get(url("summary")).json()
@@ -108,6 +110,7 @@ def test_summary_for_a_user_without_grants_is_empty(nobody, fleet):
 
 
 # --- tokens ------------------------------------------------------------------------------------------------------
+
 
 def test_obtain_a_token_with_username_and_password_then_use_it(api, db):
     user = UserFactory(username="ops")  # password "pw"

@@ -19,6 +19,7 @@ def ids(response) -> set[int]:
 
 # --- anonymous -------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("method", ["get", "post", "patch", "delete"])
 def test_anonymous_is_401_with_a_token_challenge(api: APIClient, two_sites, method):
     target = url("nodes") if method in ("get", "post") else url("nodes", two_sites.node_a.pk)
@@ -36,6 +37,7 @@ def test_bad_token_is_401(api, two_sites):
 
 
 # --- no grant ----------------------------------------------------------------------------------------------------
+
 
 def test_without_grant_lists_are_empty_and_details_404(nobody, two_sites):
     assert ids(nobody.get(url("nodes"))) == set()
@@ -61,6 +63,7 @@ def test_catalog_is_readable_by_every_authenticated_user(nobody, two_sites):
 
 
 # --- view-only scope ---------------------------------------------------------------------------------------------
+
 
 def test_view_scope_shows_only_its_site(viewer_a, two_sites):
     assert ids(viewer_a.get(url("nodes"))) == {two_sites.node_a.pk}
@@ -88,6 +91,7 @@ def test_user_without_any_write_grant_is_refused_before_the_lookup(viewer_a, two
 
 # --- change scope (a site technician) ----------------------------------------------------------------------------
 
+
 def test_change_scope_writes_inside_its_site(tech_a, two_sites):
     response = tech_a.patch(url("nodes", two_sites.node_a.pk), {"status": "maintenance"}, format="json")
     assert response.status_code == 200, response.content
@@ -101,8 +105,13 @@ def test_change_scope_detail_outside_its_site_is_404(tech_a, two_sites):
 
 def test_creating_into_a_foreign_scope_is_403(tech_a, two_sites):
     """The site B object is not even visible to the technician, so it cannot be referenced."""
-    body = {"hostname": "new-b", "serial": "NEWB", "server_model": two_sites.node_a.server_model_id,
-            "site": two_sites.site_b.pk, "status": "planned"}
+    body = {
+        "hostname": "new-b",
+        "serial": "NEWB",
+        "server_model": two_sites.node_a.server_model_id,
+        "site": two_sites.site_b.pk,
+        "status": "planned",
+    }
     response = tech_a.post(url("nodes"), body, format="json")
     assert response.status_code == 400
     assert "site" in response.json()["error"]["fields"]
@@ -114,8 +123,13 @@ def test_creating_into_a_foreign_scope_that_is_visible_is_403(tech_a, two_sites)
     from cmdb.permissions import grant_scope
 
     grant_scope(scope_obj=two_sites.site_b, perms=["view_scope"], users=[tech_a.user])
-    body = {"hostname": "new-b", "serial": "NEWB", "server_model": two_sites.node_a.server_model_id,
-            "site": two_sites.site_b.pk, "status": "planned"}
+    body = {
+        "hostname": "new-b",
+        "serial": "NEWB",
+        "server_model": two_sites.node_a.server_model_id,
+        "site": two_sites.site_b.pk,
+        "status": "planned",
+    }
     response = tech_a.post(url("nodes"), body, format="json")
     assert response.status_code == 403
     assert not m.Node.objects.filter(hostname="new-b").exists()
@@ -133,8 +147,13 @@ def test_moving_an_object_out_of_the_scope_is_403_and_rolled_back(tech_a, two_si
 
 
 def test_change_scope_creates_inside_its_site(tech_a, two_sites):
-    body = {"hostname": "new-a", "serial": "NEWA", "server_model": two_sites.node_a.server_model_id,
-            "site": two_sites.site_a.pk, "status": "planned"}
+    body = {
+        "hostname": "new-a",
+        "serial": "NEWA",
+        "server_model": two_sites.node_a.server_model_id,
+        "site": two_sites.site_a.pk,
+        "status": "planned",
+    }
     response = tech_a.post(url("nodes"), body, format="json")
     assert response.status_code == 201, response.content
     assert response.json()["site"]["code"] == "site-a"
@@ -146,6 +165,7 @@ def test_change_scope_cannot_write_the_catalog(tech_a, two_sites):
 
 
 # --- global permission and superuser ----------------------------------------------------------------------------
+
 
 def test_global_permission_covers_every_row(global_node_editor, two_sites):
     assert ids(global_node_editor.get(url("nodes"))) == {two_sites.node_a.pk, two_sites.node_b.pk}

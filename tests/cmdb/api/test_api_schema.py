@@ -48,10 +48,33 @@ def test_served_schema_is_valid(root):
     validate_schema(response.json())
 
 
-RESOURCES = ["sites", "rooms", "racks", "clusters", "tenants", "vendors", "accelerator-models", "server-models",
-             "part-models", "tags", "driver-packages", "health-policies", "nodes", "components", "nics", "nic-ports",
-             "installed-software", "health-events", "accelerators", "stock-locations", "part-items", "fabrics",
-             "switches", "switch-ports", "links"]
+RESOURCES = [
+    "sites",
+    "rooms",
+    "racks",
+    "clusters",
+    "tenants",
+    "vendors",
+    "accelerator-models",
+    "server-models",
+    "part-models",
+    "tags",
+    "driver-packages",
+    "health-policies",
+    "nodes",
+    "components",
+    "nics",
+    "nic-ports",
+    "installed-software",
+    "health-events",
+    "accelerators",
+    "stock-locations",
+    "part-items",
+    "fabrics",
+    "switches",
+    "switch-ports",
+    "links",
+]
 
 
 def test_every_resource_has_crud_and_bulk_operations(cmdb_schema_dict):
@@ -78,9 +101,30 @@ def test_errors_etags_and_filters_are_documented(cmdb_schema_dict):
     assert "ETag" in detail["get"]["responses"]["200"]["headers"]
     assert any(p["name"] == "If-Match" and p["in"] == "header" for p in detail["patch"]["parameters"])
     names = {p["name"] for p in paths["/api/cmdb/accelerators/"]["get"]["parameters"]}
-    assert {"site", "site__in", "model", "vendor", "health", "health__in", "lifecycle", "serial", "uuid", "node",
-            "rack", "cluster", "tenant", "driver", "installed_version", "tag", "q", "ordering", "limit", "offset",
-            "mode", "cursor"} <= names
+    assert {
+        "site",
+        "site__in",
+        "model",
+        "vendor",
+        "health",
+        "health__in",
+        "lifecycle",
+        "serial",
+        "uuid",
+        "node",
+        "rack",
+        "cluster",
+        "tenant",
+        "driver",
+        "installed_version",
+        "tag",
+        "q",
+        "ordering",
+        "limit",
+        "offset",
+        "mode",
+        "cursor",
+    } <= names
     node_filters = {p["name"] for p in paths["/api/cmdb/nodes/"]["get"]["parameters"]}
     assert {"status", "status__in", "role", "hostname", "driver", "tag", "rack", "room"} <= node_filters
     change_filters = {p["name"] for p in paths["/api/cmdb/changes/"]["get"]["parameters"]}
@@ -90,6 +134,7 @@ def test_errors_etags_and_filters_are_documented(cmdb_schema_dict):
 
 
 # --- schemathesis ------------------------------------------------------------------------------------------------
+
 
 def _fuzz_schema() -> schemathesis.schemas.BaseSchema:
     """Every operation of the whole API (CMDB, workflows, rollouts, agent, integrations), loaded at collection time
@@ -102,10 +147,12 @@ def _fuzz_schema() -> schemathesis.schemas.BaseSchema:
         raw = generator.get_schema(request=None, public=True)
     # Fuzzing phase only, positive and negative data: the coverage phase alone would send hundreds of
     # boundary cases per operation, far beyond the suite's time budget.
-    config = SchemathesisConfig.from_dict({
-        "phases": {"coverage": {"enabled": False}, "examples": {"enabled": False}},
-        "generation": {"mode": "all", "max-examples": FUZZ_EXAMPLES, "deterministic": True},
-    })
+    config = SchemathesisConfig.from_dict(
+        {
+            "phases": {"coverage": {"enabled": False}, "examples": {"enabled": False}},
+            "generation": {"mode": "all", "max-examples": FUZZ_EXAMPLES, "deterministic": True},
+        }
+    )
     schema = schemathesis.openapi.from_dict(raw, config=config)
     schema.app = application
     # Token endpoints are excluded: fuzzing them would rotate away the token the run authenticates with.

@@ -12,11 +12,18 @@ pytestmark = pytest.mark.django_db
 
 
 def node_body(two_sites, **extra) -> dict:
-    return {"hostname": "n-new", "serial": "SN-NEW", "server_model": two_sites.node_a.server_model_id,
-            "site": two_sites.site_a.pk, "status": "planned", **extra}
+    return {
+        "hostname": "n-new",
+        "serial": "SN-NEW",
+        "server_model": two_sites.node_a.server_model_id,
+        "site": two_sites.site_a.pk,
+        "status": "planned",
+        **extra,
+    }
 
 
 # --- validation and error shape ----------------------------------------------------------------------------------
+
 
 def test_validation_error_names_the_field(root, two_sites):
     response = root.post(url("nodes"), {"hostname": "x"}, format="json")
@@ -80,6 +87,7 @@ def test_protected_delete_is_409(root, two_sites):
 
 # --- ETags -----------------------------------------------------------------------------------------------------
 
+
 def test_get_returns_the_version_as_etag_and_304_when_unchanged(root, two_sites):
     response = root.get(url("nodes", two_sites.node_a.pk))
     etag = response["ETag"]
@@ -89,8 +97,9 @@ def test_get_returns_the_version_as_etag_and_304_when_unchanged(root, two_sites)
 
 def test_if_match_current_etag_writes_and_returns_the_new_one(root, two_sites):
     etag = root.get(url("nodes", two_sites.node_a.pk))["ETag"]
-    response = root.patch(url("nodes", two_sites.node_a.pk), {"status": "maintenance"}, format="json",
-                          HTTP_IF_MATCH=etag)
+    response = root.patch(
+        url("nodes", two_sites.node_a.pk), {"status": "maintenance"}, format="json", HTTP_IF_MATCH=etag
+    )
     assert response.status_code == 200
     assert response["ETag"] != etag
     assert response.json()["version"] == two_sites.node_a.version + 1
@@ -100,8 +109,7 @@ def test_stale_if_match_is_412_and_writes_nothing(root, two_sites):
     etag = root.get(url("nodes", two_sites.node_a.pk))["ETag"]
     root.patch(url("nodes", two_sites.node_a.pk), {"status": "maintenance"}, format="json")  # someone else
     records = m.ChangeRecord.objects.count()
-    response = root.patch(url("nodes", two_sites.node_a.pk), {"status": "draining"}, format="json",
-                          HTTP_IF_MATCH=etag)
+    response = root.patch(url("nodes", two_sites.node_a.pk), {"status": "draining"}, format="json", HTTP_IF_MATCH=etag)
     assert response.status_code == 412
     error = response.json()["error"]
     assert error["code"] == "precondition_failed"
@@ -125,9 +133,11 @@ def test_stale_if_match_on_delete_is_412(root, two_sites):
 
 # --- change records ------------------------------------------------------------------------------------------------
 
+
 def test_writes_record_actor_source_and_request_id(root, superuser, two_sites):
-    response = root.patch(url("nodes", two_sites.node_a.pk), {"status": "maintenance"}, format="json",
-                          HTTP_X_REQUEST_ID="req-42")
+    response = root.patch(
+        url("nodes", two_sites.node_a.pk), {"status": "maintenance"}, format="json", HTTP_X_REQUEST_ID="req-42"
+    )
     assert response["X-Request-ID"] == "req-42"
     record = m.ChangeRecord.objects.filter(object_id=two_sites.node_a.pk, content_type__model="node").first()
     assert record.actor_id == superuser.pk  # the token's user, resolved after DRF authenticated it
@@ -141,18 +151,23 @@ def test_create_and_delete_are_recorded(root, two_sites):
     pk = response.json()["id"]
     request_id = response["X-Request-ID"]
     assert root.delete(url("nodes", pk)).status_code == 204
-    actions = list(m.ChangeRecord.objects.filter(object_id=pk, content_type__model="node")
-                   .order_by("id").values_list("action", "source"))
+    actions = list(
+        m.ChangeRecord.objects.filter(object_id=pk, content_type__model="node")
+        .order_by("id")
+        .values_list("action", "source")
+    )
     assert actions == [("create", "api"), ("delete", "api")]
     assert m.ChangeRecord.objects.filter(correlation_id=request_id).count() == 1
 
 
 # --- writes through services ----------------------------------------------------------------------------------
 
+
 def test_moving_a_card_to_stock_writes_its_placement_history(root, two_sites):
     card = two_sites.cards_a[0]
-    m.AcceleratorPlacement.objects.create(accelerator=card, serial=card.serial, kind="node", node=card.node,
-                                          started_at=card.created_at)
+    m.AcceleratorPlacement.objects.create(
+        accelerator=card, serial=card.serial, kind="node", node=card.node, started_at=card.created_at
+    )
     response = root.patch(url("accelerators", card.pk), {"stock_location": two_sites.stock_a.pk}, format="json")
     assert response.status_code == 200, response.content
     body = response.json()
@@ -164,10 +179,14 @@ def test_moving_a_card_to_stock_writes_its_placement_history(root, two_sites):
 
 
 def test_installing_a_card_into_a_taken_slot_is_a_field_error(root, two_sites):
-    spare = m.Accelerator.objects.create(model=two_sites.cards_a[0].model, serial="SPARE", lifecycle="in_stock",
-                                         stock_location=two_sites.stock_a, site=two_sites.site_a)
-    response = root.patch(url("accelerators", spare.pk), {"node": two_sites.node_a.pk, "slot_index": 0},
-                          format="json")
+    spare = m.Accelerator.objects.create(
+        model=two_sites.cards_a[0].model,
+        serial="SPARE",
+        lifecycle="in_stock",
+        stock_location=two_sites.stock_a,
+        site=two_sites.site_a,
+    )
+    response = root.patch(url("accelerators", spare.pk), {"node": two_sites.node_a.pk, "slot_index": 0}, format="json")
     assert response.status_code == 400
     assert "slot_index" in response.json()["error"]["fields"]
 
@@ -182,8 +201,7 @@ def test_failing_a_card_out_of_its_node_keeps_lifecycle_failed(root, two_sites):
 
 
 def test_creating_a_card_opens_its_placement(root, two_sites):
-    body = {"model": two_sites.cards_a[0].model_id, "serial": "NEW-CARD", "node": two_sites.node_a.pk,
-            "slot_index": 5}
+    body = {"model": two_sites.cards_a[0].model_id, "serial": "NEW-CARD", "node": two_sites.node_a.pk, "slot_index": 5}
     response = root.post(url("accelerators"), body, format="json")
     assert response.status_code == 201, response.content
     data = response.json()
@@ -210,8 +228,9 @@ def test_racked_node_gets_its_rack_units(root, two_sites):
     units = m.RackUnit.objects.filter(node_id=response.json()["id"]).values_list("unit", flat=True)
     assert sorted(units) == list(range(3, 3 + two_sites.node_a.server_model.u_height))
     # The next node overlapping those units is refused, naming the position.
-    response = root.post(url("nodes"), node_body(two_sites, hostname="n2", serial="S2", rack=rack.pk, position=4),
-                         format="json")
+    response = root.post(
+        url("nodes"), node_body(two_sites, hostname="n2", serial="S2", rack=rack.pk, position=4), format="json"
+    )
     assert response.status_code == 400
     assert "occupied" in response.json()["error"]["fields"]["position"][0]
 

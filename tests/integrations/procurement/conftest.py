@@ -44,18 +44,21 @@ def approvers(db) -> dict[str, Any]:
     lead.groups.add(ops)
     cfo.groups.add(finance)
     ApprovalRule.objects.create(name="ops lead", level=1, min_amount=0, approvers_required=1, group=ops)
-    ApprovalRule.objects.create(name="finance", level=2, min_amount=Decimal("100000"), approvers_required=1,
-                                group=finance)
+    ApprovalRule.objects.create(
+        name="finance", level=2, min_amount=Decimal("100000"), approvers_required=1, group=finance
+    )
     return {"ops": ops, "finance": finance, "lead": lead, "cfo": cfo, "requester": requester}
 
 
 @pytest.fixture
 def part_models(db) -> dict[str, m.PartModel]:
     return {
-        "cable": m.PartModel.objects.create(sku="CBL-DAC-400G-2M", name="400G DAC 2m", kind="cable",
-                                            is_serialised=False),
-        "optic": m.PartModel.objects.create(sku="OSFP-400G-SR4", name="400G SR4 optic", kind="optic",
-                                            is_serialised=True),
+        "cable": m.PartModel.objects.create(
+            sku="CBL-DAC-400G-2M", name="400G DAC 2m", kind="cable", is_serialised=False
+        ),
+        "optic": m.PartModel.objects.create(
+            sku="OSFP-400G-SR4", name="400G SR4 optic", kind="optic", is_serialised=True
+        ),
     }
 
 

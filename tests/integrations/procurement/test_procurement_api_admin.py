@@ -32,11 +32,21 @@ def test_create_submit_vote_and_read_back(site, approvers, django_capture_on_com
     requester = approvers["requester"]
     grant(requester, "add_procurementrequest")
     server_model = ServerModelFactory()
-    body = {"title": "sh1 expansion", "justification": "Q3 capacity", "budget_code": "CAPEX-26", "submit": True,
-            "lines": [{"kind": "server", "model": server_model.name, "quantity": 4, "site": "sh1",
-                       "unit_price": "12000"},
-                      {"kind": "accelerator", "model": str(server_model.accelerator_model_id), "quantity": 8,
-                       "site": str(site.pk)}]}
+    body = {
+        "title": "sh1 expansion",
+        "justification": "Q3 capacity",
+        "budget_code": "CAPEX-26",
+        "submit": True,
+        "lines": [
+            {"kind": "server", "model": server_model.name, "quantity": 4, "site": "sh1", "unit_price": "12000"},
+            {
+                "kind": "accelerator",
+                "model": str(server_model.accelerator_model_id),
+                "quantity": 8,
+                "site": str(site.pk),
+            },
+        ],
+    }
     created = api(requester).post(f"{BASE}/requests/", body, format="json")
     assert created.status_code == 201, created.content
     data = created.json()
@@ -44,8 +54,7 @@ def test_create_submit_vote_and_read_back(site, approvers, django_capture_on_com
     assert [lv["rule"] for lv in data["approval_progress"]] == ["ops lead"]
     assert api(requester).post(f"{BASE}/requests/{data['id']}/approve/", {}, format="json").status_code == 400
     with django_capture_on_commit_callbacks(execute=True):
-        voted = api(approvers["lead"]).post(f"{BASE}/requests/{data['id']}/approve/", {"comment": "go"},
-                                            format="json")
+        voted = api(approvers["lead"]).post(f"{BASE}/requests/{data['id']}/approve/", {"comment": "go"}, format="json")
     assert voted.status_code == 200
     read = api(requester).get(f"{BASE}/requests/{data['id']}/").json()
     assert (read["state"], read["po_number"]) == ("ordered", "PO-1001")
@@ -55,9 +64,16 @@ def test_create_submit_vote_and_read_back(site, approvers, django_capture_on_com
 
 def test_bad_lines_name_the_field(site, approvers):
     grant(approvers["requester"], "add_procurementrequest")
-    response = api(approvers["requester"]).post(f"{BASE}/requests/", {
-        "title": "t", "justification": "j", "budget_code": "b",
-        "lines": [{"kind": "server", "model": "no-such-model", "quantity": 1, "site": "sh1"}]}, format="json")
+    response = api(approvers["requester"]).post(
+        f"{BASE}/requests/",
+        {
+            "title": "t",
+            "justification": "j",
+            "budget_code": "b",
+            "lines": [{"kind": "server", "model": "no-such-model", "quantity": 1, "site": "sh1"}],
+        },
+        format="json",
+    )
     assert response.status_code == 400 and "model" in str(response.json())
     assert api(UserFactory(username="nobody")).post(f"{BASE}/requests/", {}, format="json").status_code == 403
 
@@ -74,24 +90,39 @@ def test_requesters_see_their_own_requests_and_approvers_all(approved_request, a
 def test_resolving_the_last_discrepancy_closes_an_invoiced_request(approved_request, approvers):
     line = next(ln for ln in approved_request.lines.all() if ln.accelerator_model_id)
     for event_type, data in [
-        ("shipment.dispatched", {"po_number": approved_request.po_number, "shipment_id": "S1",
-                                 "lines": [{"line_ref": line.line_ref, "serials": ["G1", "G2", "G3"]}]}),
-        ("shipment.delivered", {"po_number": approved_request.po_number, "shipment_id": "S1", "site": "sh1",
-                                "lines": [{"line_ref": line.line_ref, "serials": ["G1", "G2", "G4"]}]}),
+        (
+            "shipment.dispatched",
+            {
+                "po_number": approved_request.po_number,
+                "shipment_id": "S1",
+                "lines": [{"line_ref": line.line_ref, "serials": ["G1", "G2", "G3"]}],
+            },
+        ),
+        (
+            "shipment.delivered",
+            {
+                "po_number": approved_request.po_number,
+                "shipment_id": "S1",
+                "site": "sh1",
+                "lines": [{"line_ref": line.line_ref, "serials": ["G1", "G2", "G4"]}],
+            },
+        ),
     ]:
         row, _ = event_record(channel="procurement", source="procurement", event=event_body(event_type, data))
         assert event_run(row.pk, procurement_event_handle) == EventStatus.PROCESSED
     from integrations.procurement.models import ProcurementRequest
 
-    ProcurementRequest.objects.filter(pk=approved_request.pk).update(state=RequestState.RECEIVED,
-                                                                     invoice_number="INV-1")
+    ProcurementRequest.objects.filter(pk=approved_request.pk).update(
+        state=RequestState.RECEIVED, invoice_number="INV-1"
+    )
     lead = approvers["lead"]
     grant(lead, "change_discrepancy", "view_procurementrequest")
     listed = api(lead).get(f"{BASE}/discrepancies/?status=open&request={approved_request.pk}").json()
     assert sorted(d["kind"] for d in listed["results"]) == ["missing", "unexpected"]
     for d in listed["results"]:
-        resolved = api(lead).post(f"{BASE}/discrepancies/{d['id']}/resolve/", {"reason": "vendor swapped G3/G4"},
-                                  format="json")
+        resolved = api(lead).post(
+            f"{BASE}/discrepancies/{d['id']}/resolve/", {"reason": "vendor swapped G3/G4"}, format="json"
+        )
         assert resolved.json()["status"] == "resolved"
     approved_request.refresh_from_db()
     assert approved_request.state == RequestState.CLOSED
@@ -99,8 +130,11 @@ def test_resolving_the_last_discrepancy_closes_an_invoiced_request(approved_requ
 
 
 def test_failed_events_are_listed_and_re_run(approvers, django_capture_on_commit_callbacks):
-    row, _ = event_record(channel="procurement", source="procurement",
-                          event=event_body("po.created", {"po_number": "PO-1", "request_ref": "PR-999"}))
+    row, _ = event_record(
+        channel="procurement",
+        source="procurement",
+        event=event_body("po.created", {"po_number": "PO-1", "request_ref": "PR-999"}),
+    )
     assert event_run(row.pk, procurement_event_handle) == EventStatus.FAILED
     lead = approvers["lead"]
     assert api(lead).get(f"{BASE}/inbound-events/").status_code == 403
@@ -115,15 +149,26 @@ def test_failed_events_are_listed_and_re_run(approvers, django_capture_on_commit
 
 
 def test_admin_pages_render(admin_client, approved_request):
-    row, _ = event_record(channel="procurement", source="procurement",
-                          event=event_body("po.approved", {"po_number": approved_request.po_number}))
-    for url in ["/admin/procurement/procurementrequest/",
-                f"/admin/procurement/procurementrequest/{approved_request.pk}/change/",
-                "/admin/procurement/approvalrule/", "/admin/procurement/inboundevent/",
-                f"/admin/procurement/inboundevent/{row.pk}/change/", "/admin/procurement/discrepancy/",
-                "/admin/procurement/shipment/", "/admin/warehouse/minimumstock/", "/admin/warehouse/ledgermovement/",
-                "/admin/warehouse/sparereservation/", "/admin/warehouse/stockdiscrepancy/",
-                "/admin/warehouse/wmssyncrun/", "/admin/warehouse/sitestockoverview/"]:
+    row, _ = event_record(
+        channel="procurement",
+        source="procurement",
+        event=event_body("po.approved", {"po_number": approved_request.po_number}),
+    )
+    for url in [
+        "/admin/procurement/procurementrequest/",
+        f"/admin/procurement/procurementrequest/{approved_request.pk}/change/",
+        "/admin/procurement/approvalrule/",
+        "/admin/procurement/inboundevent/",
+        f"/admin/procurement/inboundevent/{row.pk}/change/",
+        "/admin/procurement/discrepancy/",
+        "/admin/procurement/shipment/",
+        "/admin/warehouse/minimumstock/",
+        "/admin/warehouse/ledgermovement/",
+        "/admin/warehouse/sparereservation/",
+        "/admin/warehouse/stockdiscrepancy/",
+        "/admin/warehouse/wmssyncrun/",
+        "/admin/warehouse/sitestockoverview/",
+    ]:
         assert admin_client.get(url).status_code == 200, url
     page = admin_client.get("/admin/warehouse/sitestockoverview/?site=sh1").content.decode()
     assert "stock-overview" in page

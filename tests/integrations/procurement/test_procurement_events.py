@@ -33,8 +33,9 @@ def play(django_capture_on_commit_callbacks):
 
     def run(event_type: str, data: dict[str, Any], event_id: str | None = None) -> InboundEvent:
         with django_capture_on_commit_callbacks(execute=True):
-            row, _ = event_record(channel="procurement", source="procurement",
-                                  event=event_body(event_type, data, event_id))
+            row, _ = event_record(
+                channel="procurement", source="procurement", event=event_body(event_type, data, event_id)
+            )
             event_run(row.pk, procurement_event_handle)
         row.refresh_from_db()
         return row
@@ -64,8 +65,13 @@ def dispatch(req, shipment="SHP-1", servers=None, cards=None, cables=None) -> di
 
 def delivery(req, shipment="SHP-1", site="sh1", **kw) -> dict[str, Any]:
     data = dispatch(req, shipment, **kw)
-    return {"po_number": data["po_number"], "shipment_id": shipment, "site": site, "lines": data["lines"],
-            "delivered_at": "2026-01-09T08:30:00+00:00"}
+    return {
+        "po_number": data["po_number"],
+        "shipment_id": shipment,
+        "site": site,
+        "lines": data["lines"],
+        "delivered_at": "2026-01-09T08:30:00+00:00",
+    }
 
 
 def test_a_full_delivery_becomes_assets_in_the_ledger(approved_request, play, site):
@@ -74,8 +80,12 @@ def test_a_full_delivery_becomes_assets_in_the_ledger(approved_request, play, si
     hooks.register_provisioning_opener(lambda node_id, request_id: opened.append((node_id, request_id)))
     try:
         assert play("po.approved", {"po_number": req.po_number}).status == EventStatus.PROCESSED
-        assert play("shipment.dispatched", dispatch(req, servers=serials("SRV", 2), cards=serials("GPU", 3),
-                                                    cables=10)).status == EventStatus.PROCESSED
+        assert (
+            play(
+                "shipment.dispatched", dispatch(req, servers=serials("SRV", 2), cards=serials("GPU", 3), cables=10)
+            ).status
+            == EventStatus.PROCESSED
+        )
         row = play("shipment.delivered", delivery(req, servers=serials("SRV", 2), cards=serials("GPU", 3), cables=10))
     finally:
         hooks._openers.clear()
@@ -84,11 +94,16 @@ def test_a_full_delivery_becomes_assets_in_the_ledger(approved_request, play, si
     assert (req.state, req.po_state, req.is_open) == (RequestState.RECEIVED, "delivered", False)
     nodes = list(m.Node.objects.filter(po_number=req.po_number).order_by("serial"))
     assert [(n.serial, n.hostname, n.status, n.site_id) for n in nodes] == [
-        ("SRV001", "sh1-srv001", "received", site.pk), ("SRV002", "sh1-srv002", "received", site.pk)]
+        ("SRV001", "sh1-srv001", "received", site.pk),
+        ("SRV002", "sh1-srv002", "received", site.pk),
+    ]
     node = nodes[0]
     bought = req.po_created_at.date()
     assert (node.supplier, node.purchase_date, node.warranty_end) == (
-        "Fake Supplier Ltd", bought, bought.replace(year=bought.year + 3))
+        "Fake Supplier Ltd",
+        bought,
+        bought.replace(year=bought.year + 3),
+    )
     cards = list(m.Accelerator.objects.filter(po_number=req.po_number))
     warehouse = m.StockLocation.objects.get(site=site, name="warehouse")
     assert {(c.lifecycle, c.stock_location_id, c.site_id) for c in cards} == {("in_stock", warehouse.pk, site.pk)}
@@ -99,11 +114,14 @@ def test_a_full_delivery_becomes_assets_in_the_ledger(approved_request, play, si
     # CMDB change records carry the request's correlation id and say it was the integration.
     records = m.ChangeRecord.objects.filter(correlation_id=req.correlation_id)
     assert records.filter(action="create").count() >= 5 and set(records.values_list("source", flat=True)) == {
-        "integration"}
+        "integration"
+    }
     assert sorted(opened) == sorted((n.pk, req.pk) for n in nodes)
     assert not Discrepancy.objects.exists()
-    assert play("invoice.posted", {"po_number": req.po_number, "invoice_number": "INV-1",
-                                   "amount": "95800.00"}).status == EventStatus.PROCESSED
+    assert (
+        play("invoice.posted", {"po_number": req.po_number, "invoice_number": "INV-1", "amount": "95800.00"}).status
+        == EventStatus.PROCESSED
+    )
     req.refresh_from_db()
     assert (req.state, req.po_state, req.invoice_number) == (RequestState.CLOSED, "invoiced", "INV-1")
 
@@ -141,7 +159,9 @@ def test_delivery_before_dispatch_creates_assets_then_reconciles_when_the_notice
     assert not Discrepancy.objects.exists()  # nothing to compare with yet
     play("shipment.dispatched", dispatch(req, cards=["GPU001", "GPU002"]))
     assert {(d.kind, d.serial) for d in Discrepancy.objects.filter(status="open")} == {
-        ("missing", "GPU002"), ("unexpected", "GPU009")}
+        ("missing", "GPU002"),
+        ("unexpected", "GPU009"),
+    }
 
 
 def test_a_delivery_whose_notice_never_comes_is_flagged_after_the_grace(approved_request, play):
@@ -151,19 +171,30 @@ def test_a_delivery_whose_notice_never_comes_is_flagged_after_the_grace(approved
     assert Discrepancy.objects.get().kind == "no_dispatch_notice"
 
 
-def test_po_events_before_the_po_is_known_wait_and_run_when_it_arrives(site, approvers, play, part_models,
-                                                                       django_capture_on_commit_callbacks):
+def test_po_events_before_the_po_is_known_wait_and_run_when_it_arrives(
+    site, approvers, play, part_models, django_capture_on_commit_callbacks
+):
     from integrations.procurement.services import requests as svc
     from tests.integrations.procurement.procurement_helpers import request_make
 
-    req = svc.request_approve(request=svc.request_submit(request=request_make(site=site,
-                                                                              requester=approvers["requester"])),
-                              approver=approvers["lead"])  # on-commit placement not run: no PO yet
+    req = svc.request_approve(
+        request=svc.request_submit(request=request_make(site=site, requester=approvers["requester"])),
+        approver=approvers["lead"],
+    )  # on-commit placement not run: no PO yet
     early = play("po.approved", {"po_number": "PO-7777"})
     assert (early.status, early.waits_for) == (EventStatus.DEFERRED, "po:PO-7777")
-    assert play("shipment.delivered", {"po_number": "PO-7777", "shipment_id": "S-1", "site": "sh1",
-                                       "lines": [{"line_ref": f"{req.reference}-2", "serials": ["GPU1"]}]}
-                ).status == EventStatus.DEFERRED
+    assert (
+        play(
+            "shipment.delivered",
+            {
+                "po_number": "PO-7777",
+                "shipment_id": "S-1",
+                "site": "sh1",
+                "lines": [{"line_ref": f"{req.reference}-2", "serials": ["GPU1"]}],
+            },
+        ).status
+        == EventStatus.DEFERRED
+    )
     created = play("po.created", {"po_number": "PO-7777", "request_ref": req.reference, "supplier": "Acme"})
     assert created.status == EventStatus.PROCESSED
     assert set(InboundEvent.objects.values_list("status", flat=True)) == {EventStatus.PROCESSED}
@@ -222,7 +253,10 @@ def test_cancelled_po_closes_a_request_with_nothing_received(approved_request, p
     play("po.cancelled", {"po_number": approved_request.po_number, "reason": "supplier out of stock"})
     approved_request.refresh_from_db()
     assert (approved_request.state, approved_request.po_state, approved_request.is_open) == (
-        RequestState.CANCELLED, "cancelled", False)
+        RequestState.CANCELLED,
+        "cancelled",
+        False,
+    )
 
 
 def test_cancelled_after_receipt_and_invoice_mismatch_are_discrepancies(approved_request, play):

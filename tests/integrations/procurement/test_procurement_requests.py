@@ -18,8 +18,9 @@ from tests.integrations.procurement.procurement_helpers import request_make
 pytestmark = pytest.mark.django_db
 
 
-def test_small_request_needs_one_level_and_is_ordered_on_the_last_vote(site, approvers,
-                                                                        django_capture_on_commit_callbacks):
+def test_small_request_needs_one_level_and_is_ordered_on_the_last_vote(
+    site, approvers, django_capture_on_commit_callbacks
+):
     req = request_make(site=site, requester=approvers["requester"])  # 2 x 10k + 3 x 25k = 95,000
     assert req.total_amount == Decimal("95000")
     req = svc.request_submit(request=req)
@@ -84,8 +85,7 @@ def test_reject_closes_the_request(site, approvers):
 
 def test_a_line_names_exactly_one_item(site):
     with pytest.raises(ValidationError, match="exactly one"):
-        svc.request_create(title="t", justification="j", budget_code="b",
-                           lines=[svc.LineInput(quantity=1, site=site)])
+        svc.request_create(title="t", justification="j", budget_code="b", lines=[svc.LineInput(quantity=1, site=site)])
 
 
 def test_placing_the_po_is_idempotent_and_keeps_errors_on_the_request(site, approvers):
@@ -105,9 +105,10 @@ def test_placing_the_po_is_idempotent_and_keeps_errors_on_the_request(site, appr
 
 
 def test_a_refused_order_is_a_permanent_error_on_the_request(site, approvers):
-    req = svc.request_approve(request=svc.request_submit(request=request_make(site=site,
-                                                                              requester=approvers["requester"])),
-                              approver=approvers["lead"])
+    req = svc.request_approve(
+        request=svc.request_submit(request=request_make(site=site, requester=approvers["requester"])),
+        approver=approvers["lead"],
+    )
     FakeProcurementClient.fail_next(PermanentError("budget code CAPEX-26 closed"))
     with pytest.raises(PermanentError):
         order_place(request_id=req.pk)

@@ -14,9 +14,23 @@ from integrations.procurement.services import requests as svc
 from integrations.procurement.services.orders import order_place
 from tests.integrations.procurement.procurement_helpers import request_make
 
-DRAFT = OrderDraft(request_ref="PR-7", title="t", budget_code="CAPEX", currency="USD", justification="j",
-                   lines=(OrderLineDraft(line_ref="PR-7-1", sku="H100-SXM5-80GB", description="H100", quantity=4,
-                                         unit_price=Decimal("25000.00"), site_code="sh1"),))
+DRAFT = OrderDraft(
+    request_ref="PR-7",
+    title="t",
+    budget_code="CAPEX",
+    currency="USD",
+    justification="j",
+    lines=(
+        OrderLineDraft(
+            line_ref="PR-7-1",
+            sku="H100-SXM5-80GB",
+            description="H100",
+            quantity=4,
+            unit_price=Decimal("25000.00"),
+            site_code="sh1",
+        ),
+    ),
+)
 
 
 @pytest.fixture
@@ -26,8 +40,15 @@ def fake():
 
 
 def client_for(fake: FakeProcurementServer, **kwargs) -> HttpProcurementClient:
-    options = {"base_url": fake.url, "token": "t0ken", "timeout_s": 0.3, "connect_timeout_s": 0.3, "attempts": 3,
-               "backoff_s": 0.01, "backoff_max_s": 0.05}
+    options = {
+        "base_url": fake.url,
+        "token": "t0ken",
+        "timeout_s": 0.3,
+        "connect_timeout_s": 0.3,
+        "attempts": 3,
+        "backoff_s": 0.01,
+        "backoff_max_s": 0.05,
+    }
     return HttpProcurementClient(**{**options, **kwargs})
 
 
@@ -61,8 +82,9 @@ def test_a_4xx_is_permanent_and_not_retried(fake):
 
 
 def test_unreachable_peer_is_transient():
-    client = HttpProcurementClient(base_url="http://127.0.0.1:9", token="", attempts=2, backoff_s=0.0,
-                                   timeout_s=0.3, connect_timeout_s=0.3)
+    client = HttpProcurementClient(
+        base_url="http://127.0.0.1:9", token="", attempts=2, backoff_s=0.0, timeout_s=0.3, connect_timeout_s=0.3
+    )
     with pytest.raises(TransientError, match="transport error"):
         client.order_create(DRAFT, idempotency_key="k1")
 
@@ -76,14 +98,23 @@ def test_get_and_cancel(fake):
 
 @pytest.mark.django_db
 def test_approval_places_one_po_through_the_rest_client_despite_a_timeout_and_a_task_retry(
-        fake, settings, site, approvers):
+    fake, settings, site, approvers
+):
     settings.GPUOPS_PROCUREMENT = {
-        **settings.GPUOPS_PROCUREMENT, "CLIENT": "integrations.procurement.adapter.HttpProcurementClient",
-        "BASE_URL": fake.url, "API_TOKEN": "t0ken", "TIMEOUT_S": 0.3, "CONNECT_TIMEOUT_S": 0.3, "ATTEMPTS": 2,
-        "BACKOFF_S": 0.01, "BACKOFF_MAX_S": 0.05}
-    req = svc.request_approve(request=svc.request_submit(request=request_make(site=site,
-                                                                              requester=approvers["requester"])),
-                              approver=approvers["lead"])
+        **settings.GPUOPS_PROCUREMENT,
+        "CLIENT": "integrations.procurement.adapter.HttpProcurementClient",
+        "BASE_URL": fake.url,
+        "API_TOKEN": "t0ken",
+        "TIMEOUT_S": 0.3,
+        "CONNECT_TIMEOUT_S": 0.3,
+        "ATTEMPTS": 2,
+        "BACKOFF_S": 0.01,
+        "BACKOFF_MAX_S": 0.05,
+    }
+    req = svc.request_approve(
+        request=svc.request_submit(request=request_make(site=site, requester=approvers["requester"])),
+        approver=approvers["lead"],
+    )
     fake.state.faults.extend(["timeout", "503"])  # both attempts of the first task run fail; the PO exists
     with pytest.raises(TransientError):
         order_place(request_id=req.pk)
@@ -104,9 +135,25 @@ def test_simulate_serve_is_the_fake_the_real_client_talks_to(tmp_path):
         port = sock.getsockname()[1]
     repo = Path(__file__).resolve().parents[3]
     env = {**os.environ, "GPUOPS_VAR_DIR": str(tmp_path)}
-    proc = subprocess.Popen([sys.executable, "manage.py", "procurement_simulate", "serve", "--port", str(port),
-                             "--token", "t0ken", "--fail", "500"], cwd=repo, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "manage.py",
+            "procurement_simulate",
+            "serve",
+            "--port",
+            str(port),
+            "--token",
+            "t0ken",
+            "--fail",
+            "500",
+        ],
+        cwd=repo,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         from tests.conftest import wait_until
 
@@ -115,8 +162,14 @@ def test_simulate_serve_is_the_fake_the_real_client_talks_to(tmp_path):
                 return probe.connect_ex(("127.0.0.1", port)) == 0
 
         assert wait_until(listening, timeout=60, interval=0.2), "procurement_simulate serve did not start"
-        client = HttpProcurementClient(base_url=f"http://127.0.0.1:{port}", token="t0ken", attempts=3,
-                                       backoff_s=0.05, backoff_max_s=0.1, timeout_s=2)
+        client = HttpProcurementClient(
+            base_url=f"http://127.0.0.1:{port}",
+            token="t0ken",
+            attempts=3,
+            backoff_s=0.05,
+            backoff_max_s=0.1,
+            timeout_s=2,
+        )
         po = client.order_create(DRAFT, idempotency_key="serve-1")  # the scripted 500, then the PO
         assert po.po_number == "PO-5001"
         assert client.order_create(DRAFT, idempotency_key="serve-1").po_number == "PO-5001"

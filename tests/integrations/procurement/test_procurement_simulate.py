@@ -35,10 +35,29 @@ def simulate(*args: str) -> str:
 
 
 def test_full_scenario_with_missing_and_unexpected_serials(live_server, ordered):
-    output = simulate("--url", live_server.url, "--secret", SECRET, "--scenario", "full", "--request",
-                      ordered.reference, "--missing", "1", "--unexpected", "1")
-    for step in ("[1] approval", "[2] po.created: PO-1001 (placed by gpuops", "[3] po.approved",
-                 "[4] shipment.dispatched", "[5] shipment.delivered", "[6] invoice.posted", "HTTP 202"):
+    output = simulate(
+        "--url",
+        live_server.url,
+        "--secret",
+        SECRET,
+        "--scenario",
+        "full",
+        "--request",
+        ordered.reference,
+        "--missing",
+        "1",
+        "--unexpected",
+        "1",
+    )
+    for step in (
+        "[1] approval",
+        "[2] po.created: PO-1001 (placed by gpuops",
+        "[3] po.approved",
+        "[4] shipment.dispatched",
+        "[5] shipment.delivered",
+        "[6] invoice.posted",
+        "HTTP 202",
+    ):
         assert step in output, output
     assert set(InboundEvent.objects.values_list("status", flat=True)) == {EventStatus.PROCESSED}
     assert InboundEvent.objects.count() == 5  # one shipment: all lines go to sh1
@@ -56,8 +75,17 @@ def test_full_scenario_with_missing_and_unexpected_serials(live_server, ordered)
 
 
 def test_out_of_order_scenario_ends_in_the_same_place(live_server, ordered):
-    simulate("--url", live_server.url, "--secret", SECRET, "--scenario", "full", "--request", str(ordered.pk),
-             "--out-of-order")
+    simulate(
+        "--url",
+        live_server.url,
+        "--secret",
+        SECRET,
+        "--scenario",
+        "full",
+        "--request",
+        str(ordered.pk),
+        "--out-of-order",
+    )
     ordered.refresh_from_db()
     assert (ordered.state, ordered.po_state) == (RequestState.CLOSED, "invoiced")
     assert not Discrepancy.objects.exists()
@@ -66,8 +94,18 @@ def test_out_of_order_scenario_ends_in_the_same_place(live_server, ordered):
 
 
 def test_send_one_event(live_server, ordered):
-    output = simulate("--url", live_server.url, "--secret", SECRET, "send", "po.approved",
-                      "--data", json.dumps({"po_number": ordered.po_number}), "--event-id", "manual-1")
+    output = simulate(
+        "--url",
+        live_server.url,
+        "--secret",
+        SECRET,
+        "send",
+        "po.approved",
+        "--data",
+        json.dumps({"po_number": ordered.po_number}),
+        "--event-id",
+        "manual-1",
+    )
     assert "manual-1: HTTP 202 accepted" in output
     ordered.refresh_from_db()
     assert ordered.po_state == "approved"
@@ -75,15 +113,33 @@ def test_send_one_event(live_server, ordered):
 
 def test_an_error_answer_is_a_non_zero_exit_with_the_reason(live_server, ordered):
     with pytest.raises(CommandError, match="HTTP 401"):
-        simulate("--url", live_server.url, "--secret", "wrong", "send", "po.approved", "--data",
-                 json.dumps({"po_number": ordered.po_number}))
+        simulate(
+            "--url",
+            live_server.url,
+            "--secret",
+            "wrong",
+            "send",
+            "po.approved",
+            "--data",
+            json.dumps({"po_number": ordered.po_number}),
+        )
     assert not InboundEvent.objects.exists()
 
 
 def test_an_unreachable_server_is_a_clear_error(ordered):
     with pytest.raises(CommandError, match=re.escape("cannot reach gpuops at http://127.0.0.1:9/")):
-        simulate("--url", "http://127.0.0.1:9", "--secret", SECRET, "--timeout", "2", "--scenario", "full",
-                 "--request", str(ordered.pk))
+        simulate(
+            "--url",
+            "http://127.0.0.1:9",
+            "--secret",
+            SECRET,
+            "--timeout",
+            "2",
+            "--scenario",
+            "full",
+            "--request",
+            str(ordered.pk),
+        )
 
 
 def test_a_request_that_is_not_approved_is_refused(site, approvers):

@@ -64,18 +64,39 @@ def test_a_request_is_followed_by_its_ticket_from_submit_to_closed(site, approve
     req.refresh_from_db()
     assert (req.state, req.po_number, ticket.state) == (RequestState.ORDERED, "PO-1001", "ordered")
     line = req.lines.get()
-    play(committing, "shipment.delivered", {"po_number": "PO-1001", "shipment_id": "S1", "site": "sh1",
-                                            "lines": [{"line_ref": line.line_ref, "serials": ["SRV-1"]}]})
+    play(
+        committing,
+        "shipment.delivered",
+        {
+            "po_number": "PO-1001",
+            "shipment_id": "S1",
+            "site": "sh1",
+            "lines": [{"line_ref": line.line_ref, "serials": ["SRV-1"]}],
+        },
+    )
     ticket.refresh_from_db()
     assert ticket.state == "receiving"
-    play(committing, "shipment.delivered", {"po_number": "PO-1001", "shipment_id": "S2", "site": "sh1",
-                                            "lines": [{"line_ref": line.line_ref, "serials": ["SRV-2"]}]})
+    play(
+        committing,
+        "shipment.delivered",
+        {
+            "po_number": "PO-1001",
+            "shipment_id": "S2",
+            "site": "sh1",
+            "lines": [{"line_ref": line.line_ref, "serials": ["SRV-2"]}],
+        },
+    )
     play(committing, "invoice.posted", {"po_number": "PO-1001", "invoice_number": "INV-7", "amount": "20000.00"})
     ticket.refresh_from_db()
     assert (ticket.state, ticket.is_open) == ("closed", False)
     messages = timeline(ticket)
-    for expected in ("submitted (round 1)", "lead approved", "PO PO-1001 created", "S1 delivered to sh1",
-                     "Received and invoiced"):
+    for expected in (
+        "submitted (round 1)",
+        "lead approved",
+        "PO PO-1001 created",
+        "S1 delivered to sh1",
+        "Received and invoiced",
+    ):
         assert any(expected in msg for msg in messages), (expected, messages)
     # The delivered nodes' change records carry the ticket's correlation id (the ticket page merges them in).
     node = m.Node.objects.get(serial="SRV-1")
@@ -85,9 +106,16 @@ def test_a_request_is_followed_by_its_ticket_from_submit_to_closed(site, approve
 def test_delivered_servers_get_provisioning_tickets(approved_request, committing):
     assert committing(ticket_sync, approved_request.pk, open_ticket=True) == "ordered"
     line = next(ln for ln in approved_request.lines.all() if ln.server_model_id)
-    play(committing, "shipment.delivered", {"po_number": approved_request.po_number, "shipment_id": "S1",
-                                            "site": "sh1", "lines": [{"line_ref": line.line_ref,
-                                                                      "serials": ["SRV-A", "SRV-B"]}]})
+    play(
+        committing,
+        "shipment.delivered",
+        {
+            "po_number": approved_request.po_number,
+            "shipment_id": "S1",
+            "site": "sh1",
+            "lines": [{"line_ref": line.line_ref, "serials": ["SRV-A", "SRV-B"]}],
+        },
+    )
     provisioning = Ticket.objects.filter(type="provisioning").order_by("id")
     assert [t.title for t in provisioning] == ["Provision sh1-srv-a", "Provision sh1-srv-b"]
     assert {t.state for t in provisioning} == {"new"}
@@ -100,11 +128,15 @@ def test_delivered_servers_get_provisioning_tickets(approved_request, committing
 def test_people_act_on_the_ticket_and_the_request_follows(site, approvers, committing):
     req = request_make(site=site, requester=approvers["requester"])
     owner = UserFactory(username="buyer")
-    owner.user_permissions.add(*Permission.objects.filter(
-        codename__in=["add_ticket", "procurement_submit", "view_ticket"], content_type__app_label="workflows"))
+    owner.user_permissions.add(
+        *Permission.objects.filter(
+            codename__in=["add_ticket", "procurement_submit", "view_ticket"], content_type__app_label="workflows"
+        )
+    )
     owner = type(owner).objects.get(pk=owner.pk)
-    ticket = committing(engine.ticket_create, type_="procurement", title="expansion", requester=owner,
-                        inputs={"request": req.reference})
+    ticket = committing(
+        engine.ticket_create, type_="procurement", title="expansion", requester=owner, inputs={"request": req.reference}
+    )
     assert ticket.state == "draft" and ProcurementRequest.objects.get(pk=req.pk).ticket_ref == f"ticket:{ticket.pk}"
     committing(engine.transition_apply, ticket=ticket, name="submit", actor=owner)
     req.refresh_from_db()
@@ -116,8 +148,13 @@ def test_people_act_on_the_ticket_and_the_request_follows(site, approvers, commi
     committing(engine.transition_apply, ticket=ticket, name="revise", actor=owner)
     req.refresh_from_db()
     assert (req.state, req.is_open) == (RequestState.DRAFT, True)
-    committing(engine.transition_apply, ticket=Ticket.objects.get(pk=ticket.pk), name="cancel", actor=owner,
-               data={"cancel_reason": "not this quarter"})
+    committing(
+        engine.transition_apply,
+        ticket=Ticket.objects.get(pk=ticket.pk),
+        name="cancel",
+        actor=owner,
+        data={"cancel_reason": "not this quarter"},
+    )
     req.refresh_from_db()
     assert req.state == RequestState.CANCELLED and "not this quarter" in req.notes
 

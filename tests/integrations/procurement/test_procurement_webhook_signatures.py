@@ -28,7 +28,12 @@ def test_valid_signature_is_stored_answered_202_and_processed_on_commit(client, 
     assert response.json() == {"status": "accepted", "event_id": "evt-approved-1"}
     row = InboundEvent.objects.get()
     assert (row.source, row.event_id, row.type, row.status, row.signed_with) == (
-        "procurement", "evt-approved-1", "po.approved", "pending", 0)
+        "procurement",
+        "evt-approved-1",
+        "po.approved",
+        "pending",
+        0,
+    )
     assert row.payload == APPROVED
     assert len(callbacks) == 1  # processing is enqueued on commit, never run inside the request
 
@@ -76,21 +81,27 @@ def test_replayed_event_id_answers_200_changes_nothing_and_is_logged(client, cap
 
 
 def test_secret_rotation_accepts_both_secrets_then_only_the_new_one(client, settings):
-    settings.GPUOPS_PROCUREMENT = {**settings.GPUOPS_PROCUREMENT,
-                                   "WEBHOOK_SOURCES": {"procurement": {"secrets": [SECRET, OLD_SECRET]}}}
+    settings.GPUOPS_PROCUREMENT = {
+        **settings.GPUOPS_PROCUREMENT,
+        "WEBHOOK_SOURCES": {"procurement": {"secrets": [SECRET, OLD_SECRET]}},
+    }
     assert signed_post(client, event_body("po.approved", {"po_number": "PO-1"}), secret=OLD_SECRET).status_code == 202
     assert signed_post(client, event_body("po.approved", {"po_number": "PO-2"}), secret=SECRET).status_code == 202
     assert list(InboundEvent.objects.order_by("id").values_list("signed_with", flat=True)) == [1, 0]
     # Rotation finished: the previous secret is removed from the settings.
-    settings.GPUOPS_PROCUREMENT = {**settings.GPUOPS_PROCUREMENT,
-                                   "WEBHOOK_SOURCES": {"procurement": {"secrets": [SECRET]}}}
+    settings.GPUOPS_PROCUREMENT = {
+        **settings.GPUOPS_PROCUREMENT,
+        "WEBHOOK_SOURCES": {"procurement": {"secrets": [SECRET]}},
+    }
     assert signed_post(client, event_body("po.approved", {"po_number": "PO-3"}), secret=OLD_SECRET).status_code == 401
     assert InboundEvent.objects.count() == 2
 
 
 def test_secrets_are_references_resolved_at_call_time(client, settings, monkeypatch):
-    settings.GPUOPS_PROCUREMENT = {**settings.GPUOPS_PROCUREMENT,
-                                   "WEBHOOK_SOURCES": {"procurement": {"secrets": ["env:TEST_PROC_SECRET"]}}}
+    settings.GPUOPS_PROCUREMENT = {
+        **settings.GPUOPS_PROCUREMENT,
+        "WEBHOOK_SOURCES": {"procurement": {"secrets": ["env:TEST_PROC_SECRET"]}},
+    }
     monkeypatch.delenv("TEST_PROC_SECRET", raising=False)
     assert signed_post(client, event_body("po.approved", {"po_number": "PO-1"}), secret="from-env").status_code == 401
     monkeypatch.setenv("TEST_PROC_SECRET", "from-env")
@@ -101,12 +112,20 @@ def test_secrets_are_references_resolved_at_call_time(client, settings, monkeypa
     ("event", "field"),
     [
         (event_body("po.approved", {}), "data.po_number"),
-        (event_body("shipment.delivered", {"po_number": "PO-1", "shipment_id": "S1", "site": "sh1",
-                                           "lines": [{"line_ref": "PR-1-1", "serials": ["OK1", "bad serial"]}]}),
-         "data.lines.0.serials.1"),
+        (
+            event_body(
+                "shipment.delivered",
+                {
+                    "po_number": "PO-1",
+                    "shipment_id": "S1",
+                    "site": "sh1",
+                    "lines": [{"line_ref": "PR-1-1", "serials": ["OK1", "bad serial"]}],
+                },
+            ),
+            "data.lines.0.serials.1",
+        ),
         (event_body("shipment.dispatched", {"po_number": "PO-1", "shipment_id": "S1", "lines": []}), "data.lines"),
-        (event_body("invoice.posted", {"po_number": "PO-1", "invoice_number": "I-1", "amount": "12,5"}),
-         "data.amount"),
+        (event_body("invoice.posted", {"po_number": "PO-1", "invoice_number": "I-1", "amount": "12,5"}), "data.amount"),
         (event_body("po.teleported", {"po_number": "PO-1"}), "type"),
         ({"type": "po.approved", "data": {"po_number": "PO-1"}}, "id"),
     ],

@@ -49,8 +49,12 @@ async def _answers(port: int, community: str) -> bool:
     try:
         transport = await UdpTransportTarget.create(("127.0.0.1", port), timeout=0.5, retries=0)
         indication, status, _, _ = await get_cmd(
-            engine, CommunityData(community), transport, ContextData(),
-            ObjectType(ObjectIdentity("1.3.6.1.2.1.1.1.0")), lookupMib=False,
+            engine,
+            CommunityData(community),
+            transport,
+            ContextData(),
+            ObjectType(ObjectIdentity("1.3.6.1.2.1.1.1.0")),
+            lookupMib=False,
         )
         return not indication and not status
     finally:
@@ -74,8 +78,9 @@ def snmpsim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SnmpSim]:
     log_path = tmp_path_factory.mktemp("snmpsim") / "responder.log"
     with log_path.open("w") as log:
         # Own session, so teardown can signal the script and the responder together.
-        proc = subprocess.Popen([str(SCRIPT), str(SNMPREC_DIR), str(port)], stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [str(SCRIPT), str(SNMPREC_DIR), str(port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
     try:
         deadline = time.monotonic() + 60
         while True:

@@ -118,8 +118,10 @@ class SwitchState:
             if interface not in self.interfaces:
                 return _INVALID
             body = "\n".join(f"  {line}" for line in self.interfaces[interface])
-        return f"!Command: show running-config interface {interface}\n\nversion 9.3(8) Bios:version\n\n" \
-               f"interface {interface}\n{body}\n"
+        return (
+            f"!Command: show running-config interface {interface}\n\nversion 9.3(8) Bios:version\n\n"
+            f"interface {interface}\n{body}\n"
+        )
 
 
 class _Server(paramiko.ServerInterface):

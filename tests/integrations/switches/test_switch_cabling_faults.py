@@ -8,8 +8,13 @@ from integrations.switches.cabling_faults import FaultKind, cabling_faults
 
 
 def _hca(node: int, rail: int) -> Endpoint:
-    return Endpoint(device=f"gpu{node:03d}", port=f"mlx5_{rail}/1", hca=f"mlx5_{rail}", rail=rail,
-                    macs=frozenset({f"02:00:00:00:{node:02x}:{rail:02x}"}))
+    return Endpoint(
+        device=f"gpu{node:03d}",
+        port=f"mlx5_{rail}/1",
+        hca=f"mlx5_{rail}",
+        rail=rail,
+        macs=frozenset({f"02:00:00:00:{node:02x}:{rail:02x}"}),
+    )
 
 
 def _sees(switch: str, port: str, ep: Endpoint) -> Observation:
@@ -18,9 +23,13 @@ def _sees(switch: str, port: str, ep: Endpoint) -> Observation:
 
 
 def _faults(planned, observed, endpoints, *, rail_optimized=False):
-    findings = validate_cabling(planned=planned, observed=observed, inventory=Inventory(endpoints),
-                                switches={f"leaf{r}": SwitchInfo(f"leaf{r}", rail=r) for r in range(4)},
-                                rail_optimized=rail_optimized)
+    findings = validate_cabling(
+        planned=planned,
+        observed=observed,
+        inventory=Inventory(endpoints),
+        switches={f"leaf{r}": SwitchInfo(f"leaf{r}", rail=r) for r in range(4)},
+        rail_optimized=rail_optimized,
+    )
     return findings, cabling_faults(findings)
 
 
@@ -51,11 +60,15 @@ def test_a_cable_in_the_wrong_port_is_one_move_and_the_rest_stand_alone():
     ]
     _, faults = _faults(planned, observed, [a, b, c, d])
     assert [(f.kind, f.key) for f in faults] == [
-        (FaultKind.MOVED, "leaf0:e1 leaf0:e9"), (FaultKind.MISWIRED, "leaf0:e2"), (FaultKind.MISSING, "leaf0:e3")]
+        (FaultKind.MOVED, "leaf0:e1 leaf0:e9"),
+        (FaultKind.MISWIRED, "leaf0:e2"),
+        (FaultKind.MISSING, "leaf0:e3"),
+    ]
     moved, miswired, missing = faults
     assert moved.title == "Cable of gpu001:mlx5_0/1 in leaf0:e9 instead of leaf0:e1"
-    assert moved.instructions == ["Move the cable of gpu001:mlx5_0/1 from leaf0:e9 (nothing is planned there) to "
-                                  "leaf0:e1."]
+    assert moved.instructions == [
+        "Move the cable of gpu001:mlx5_0/1 from leaf0:e9 (nothing is planned there) to leaf0:e1."
+    ]
     assert miswired.title == "Miswired cable on leaf0:e2" and miswired.nodes == ["gpu002", "gpu004"]
     assert missing.title == "Missing cable on leaf0:e3" and "sees nothing" in missing.instructions[0]
 
@@ -63,8 +76,9 @@ def test_a_cable_in_the_wrong_port_is_one_move_and_the_rest_stand_alone():
 def test_unplanned_cable_alone_and_rail_violations_named():
     a, stray = _hca(1, 0), _hca(2, 1)
     planned = [PlannedLink("leaf0", "e1", a)]
-    _, faults = _faults(planned, [_sees("leaf0", "e1", a), _sees("leaf0", "e5", stray)], [a, stray],
-                        rail_optimized=True)
+    _, faults = _faults(
+        planned, [_sees("leaf0", "e1", a), _sees("leaf0", "e5", stray)], [a, stray], rail_optimized=True
+    )
     (fault,) = faults
     assert (fault.kind, fault.title) == (FaultKind.UNEXPECTED, "Unplanned cable on leaf0:e5")
     assert "planned nowhere on this port" in fault.instructions[0]
@@ -73,7 +87,8 @@ def test_unplanned_cable_alone_and_rail_violations_named():
 
 def test_a_plan_that_breaks_the_rail_rule_is_no_cabling_fault():
     wrong_rail = _hca(1, 2)
-    findings, faults = _faults([PlannedLink("leaf0", "e1", wrong_rail)], [_sees("leaf0", "e1", wrong_rail)],
-                               [wrong_rail], rail_optimized=True)
+    findings, faults = _faults(
+        [PlannedLink("leaf0", "e1", wrong_rail)], [_sees("leaf0", "e1", wrong_rail)], [wrong_rail], rail_optimized=True
+    )
     assert findings[0].is_problem and findings[0].rail_violation
     assert faults == []

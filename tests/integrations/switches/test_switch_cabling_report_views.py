@@ -45,8 +45,9 @@ def api(user) -> APIClient:
 
 
 def _planned_port(host: str, hca: str) -> tuple[str, str]:
-    link = Link.objects.select_related("b_switch_port__switch").get(a_nic_port__nic__node__hostname=host,
-                                                                     a_nic_port__nic__name=hca)
+    link = Link.objects.select_related("b_switch_port__switch").get(
+        a_nic_port__nic__node__hostname=host, a_nic_port__nic__name=hca
+    )
     return link.b_switch_port.switch.name, link.b_switch_port.name
 
 
@@ -60,7 +61,10 @@ def test_demo_observe_injects_exactly_the_faults(fabric):
     moved = _planned_port("sh1-h100-0010", "mlx5_6")
     assert swap_a == (f"{LEAF}2", "p3") and moved == (f"{LEAF}6", "p10")
     assert _problems(findings) == {
-        ("miswired", *swap_a), ("miswired", *swap_b), ("missing", *moved), ("unexpected", f"{LEAF}6", "p30"),
+        ("miswired", *swap_a),
+        ("miswired", *swap_b),
+        ("missing", *moved),
+        ("unexpected", f"{LEAF}6", "p30"),
     }
     by_port = {(f.switch, f.port): f for f in findings}
     a, b = by_port[swap_a], by_port[swap_b]
@@ -82,24 +86,41 @@ def test_demo_observe_is_idempotent(fabric):
 def test_api_summary_and_findings(fabric, api):
     url = f"/api/integrations/switches/fabrics/{fabric.pk}/cabling/"
     body = api.get(url).json()
-    assert body["summary"] == {"ok": NODES * RAILS - 3, "missing": 1, "miswired": 2, "unexpected": 1,
-                               "unknown_neighbor": 0, "rail_violations": 2, "problems": 4}
+    assert body["summary"] == {
+        "ok": NODES * RAILS - 3,
+        "missing": 1,
+        "miswired": 2,
+        "unexpected": 1,
+        "unknown_neighbor": 0,
+        "rail_violations": 2,
+        "problems": 4,
+    }
     assert body["count"] == len(body["findings"]) == NODES * RAILS + 1
 
     miswired = api.get(url, {"kind": "miswired"}).json()
     assert miswired["count"] == 2
     first = miswired["findings"][0]
     assert first == {
-        "kind": "miswired", "switch": f"{LEAF}2", "port": "p3", "expected": "sh1-h100-0003:mlx5_2/1",
-        "found": "sh1-h100-0003:mlx5_5/1", "swap_partner": f"{LEAF}5:p3",
-        "rail_violation": first["rail_violation"], "conflict": None, "elsewhere": None, "message": first["message"],
+        "kind": "miswired",
+        "switch": f"{LEAF}2",
+        "port": "p3",
+        "expected": "sh1-h100-0003:mlx5_2/1",
+        "found": "sh1-h100-0003:mlx5_5/1",
+        "swap_partner": f"{LEAF}5:p3",
+        "rail_violation": first["rail_violation"],
+        "conflict": None,
+        "elsewhere": None,
+        "message": first["message"],
     }
     assert "rail violation" in first["rail_violation"] and "crossed with" in first["message"]
 
     problems = api.get(url, {"kind": "problems"}).json()["findings"]
     assert {(f["kind"], f["switch"], f["port"]) for f in problems} == {
-        ("miswired", f"{LEAF}2", "p3"), ("miswired", f"{LEAF}5", "p3"), ("missing", f"{LEAF}6", "p10"),
-        ("unexpected", f"{LEAF}6", "p30")}
+        ("miswired", f"{LEAF}2", "p3"),
+        ("miswired", f"{LEAF}5", "p3"),
+        ("missing", f"{LEAF}6", "p10"),
+        ("unexpected", f"{LEAF}6", "p30"),
+    }
     by_switch = api.get(url, {"kind": "problems", "switch": "leaf6"}).json()["findings"]
     assert {f["kind"] for f in by_switch} == {"missing", "unexpected"}
     by_node = api.get(url, {"node": "sh1-h100-0003"}).json()["findings"]
@@ -112,7 +133,9 @@ def test_api_requires_login(fabric):
     response = APIClient().get(f"/api/integrations/switches/fabrics/{fabric.pk}/cabling/")
     assert response.status_code in (401, 403)
     assert APIClient().post(f"/api/integrations/switches/fabrics/{fabric.pk}/cabling/tickets/").status_code in (
-        401, 403)
+        401,
+        403,
+    )
 
 
 def test_api_tickets_one_per_fault_idempotent(fabric, api, django_capture_on_commit_callbacks):
@@ -124,7 +147,9 @@ def test_api_tickets_one_per_fault_idempotent(fabric, api, django_capture_on_com
     assert first.status_code == 201
     # The crossed pair is ONE fault, and the cable in the spare port (missing p10 + unexpected p30) another.
     assert sorted((t["kind"], tuple(t["ports"])) for t in first.json()["created"]) == [
-        ("crossed", (f"{LEAF}2:p3", f"{LEAF}5:p3")), ("moved", (f"{LEAF}6:p10", f"{LEAF}6:p30"))]
+        ("crossed", (f"{LEAF}2:p3", f"{LEAF}5:p3")),
+        ("moved", (f"{LEAF}6:p10", f"{LEAF}6:p30")),
+    ]
     tickets = Ticket.objects.filter(type="cabling")
     assert tickets.count() == 2 and not Ticket.objects.filter(type="incident").exists()
     crossed = tickets.get(data__ports=[f"{LEAF}2:p3", f"{LEAF}5:p3"])
@@ -141,7 +166,9 @@ def test_api_tickets_one_per_fault_idempotent(fabric, api, django_capture_on_com
     again = api.post(url)
     assert again.status_code == 200
     assert again.json()["created"] == [] and {t["ticket"] for t in again.json()["existing"]} == {
-        crossed.reference, moved.reference}
+        crossed.reference,
+        moved.reference,
+    }
     assert tickets.count() == 2
 
 
@@ -228,14 +255,19 @@ def test_cabling_page_shows_exactly_the_faults(fabric, client, user):
     assert response.status_code == 200
     rows = response.context["rows"]
     assert {(r["f"].kind.value, r["f"].switch, r["f"].port) for r in rows} == {
-        ("miswired", f"{LEAF}2", "p3"), ("miswired", f"{LEAF}5", "p3"), ("missing", f"{LEAF}6", "p10"),
-        ("unexpected", f"{LEAF}6", "p30")}
+        ("miswired", f"{LEAF}2", "p3"),
+        ("miswired", f"{LEAF}5", "p3"),
+        ("missing", f"{LEAF}6", "p10"),
+        ("unexpected", f"{LEAF}6", "p30"),
+    }
     html = response.content.decode()
     assert html.count('class="finding kind-') == 4 and "rail violation" in html and f"{LEAF}5:p3" in html
 
     assert len(client.get(url, {"kind": "miswired"}).context["rows"]) == 2
     assert [r["f"].port for r in client.get(url, {"kind": "problems", "switch": "leaf6"}).context["rows"]] == [
-        "p10", "p30"]
+        "p10",
+        "p30",
+    ]
     assert len(client.get(url, {"node": "sh1-h100-0010"}).context["rows"]) == RAILS + 1  # 7 ok, missing, moved
     assert len(client.get(url).context["rows"]) == NODES * RAILS + 1
 
@@ -247,7 +279,8 @@ def test_pages_require_login(fabric, client, path):
 
 
 def test_a_refused_fault_is_skipped_with_its_reason_and_the_others_still_get_tickets(
-        fabric, api, client, user, monkeypatch, django_capture_on_commit_callbacks):
+    fabric, api, client, user, monkeypatch, django_capture_on_commit_callbacks
+):
     """The crossed pair's leaf is renamed between the report and the tickets: its fault is refused (no such
     switch) and listed as skipped; the moved cable, sorted after it, still gets its ticket."""
     from integrations.switches import cabling_tickets
@@ -264,9 +297,14 @@ def test_a_refused_fault_is_skipped_with_its_reason_and_the_others_still_get_tic
     body = response.json()
     moved = Ticket.objects.get(type="cabling")
     assert [t["ticket"] for t in body["created"]] == [moved.reference] and body["existing"] == []
-    assert body["skipped"] == [{"kind": "crossed", "ports": [f"{LEAF}2:p3", f"{LEAF}5:p3"],
-                                "title": f"Crossed cables on {LEAF}2:p3 and {LEAF}5:p3",
-                                "reason": f"No switch named {LEAF}2."}]
+    assert body["skipped"] == [
+        {
+            "kind": "crossed",
+            "ports": [f"{LEAF}2:p3", f"{LEAF}5:p3"],
+            "title": f"Crossed cables on {LEAF}2:p3 and {LEAF}5:p3",
+            "reason": f"No switch named {LEAF}2.",
+        }
+    ]
     assert TicketLink.objects.count() == links + moved.links.count()  # nothing of the refused one was kept
 
     client.force_login(user)
@@ -279,8 +317,10 @@ def test_a_refused_fault_is_skipped_with_its_reason_and_the_others_still_get_tic
     monkeypatch.setattr(command, "fabric_cabling_report", lambda *args, **kwargs: stale)
     out = StringIO()
     call_command("cabling_report", FABRIC, "--problems-only", "--open-tickets", stdout=out)
-    assert (f"- skipped: Crossed cables on {LEAF}2:p3 and {LEAF}5:p3 (No switch named {LEAF}2.)"
-            in out.getvalue().splitlines())
+    assert (
+        f"- skipped: Crossed cables on {LEAF}2:p3 and {LEAF}5:p3 (No switch named {LEAF}2.)"
+        in out.getvalue().splitlines()
+    )
     out = StringIO()
     call_command("cabling_report", FABRIC, "--json", "--open-tickets", stdout=out)
     skipped = [t for t in json.loads(out.getvalue())["tickets"] if t["skipped"]]
@@ -325,8 +365,7 @@ def site_b_tech(db, fabric):
 
     tech = get_user_model().objects.create_user("tech-elsewhere", "t@example.com", "pw")
     tech.groups.add(groups_bootstrap()["dc-technicians"])
-    grant_scope(scope_obj=Site.objects.create(code="elsewhere", name="Elsewhere"), perms=["change_scope"],
-                users=[tech])
+    grant_scope(scope_obj=Site.objects.create(code="elsewhere", name="Elsewhere"), perms=["change_scope"], users=[tech])
     return tech
 
 

@@ -17,11 +17,14 @@ from integrations.switches.models import ObservedLink
 @pytest.fixture
 def fabric(fabric_site):
     site, vendor = fabric_site
-    fabric = Fabric.objects.create(name="ib-a", kind="infiniband", purpose="compute", site=site,
-                                   is_rail_optimized=True, rail_count=2)
+    fabric = Fabric.objects.create(
+        name="ib-a", kind="infiniband", purpose="compute", site=site, is_rail_optimized=True, rail_count=2
+    )
     model = ServerModel.objects.create(vendor=vendor, name="HGX")
-    leaves = [Switch.objects.create(name=f"su1-leaf{r}", vendor=vendor, site=site, fabric=fabric, rail=r,
-                                    scalable_unit=1) for r in range(2)]
+    leaves = [
+        Switch.objects.create(name=f"su1-leaf{r}", vendor=vendor, site=site, fabric=fabric, rail=r, scalable_unit=1)
+        for r in range(2)
+    ]
     for n in range(2):
         node = Node.objects.create(hostname=f"gpu{n:03d}", serial=f"SN{n}", server_model=model, site=site)
         for r in range(2):
@@ -34,8 +37,9 @@ def fabric(fabric_site):
 
 def _observe(switch: str, port: str, mac: str) -> None:
     sw = Switch.objects.get(name=switch)
-    ObservedLink.objects.create(switch=sw, local_device=sw.name, local_port=port, remote_chassis_id=mac,
-                                remote_port=mac)
+    ObservedLink.objects.create(
+        switch=sw, local_device=sw.name, local_port=port, remote_chassis_id=mac, remote_port=mac
+    )
 
 
 def test_report_and_link_status(fabric):
@@ -53,8 +57,10 @@ def test_report_and_link_status(fabric):
     assert findings[("su1-leaf1", "Ethernet1/2")].kind == FindingKind.MISSING
     assert findings[("su1-leaf1", "Ethernet1/5")].kind == FindingKind.UNKNOWN_NEIGHBOR
 
-    statuses = {(link.b_switch_port.switch.name, link.b_switch_port.name): link.status
-                for link in Link.objects.select_related("b_switch_port__switch")}
+    statuses = {
+        (link.b_switch_port.switch.name, link.b_switch_port.name): link.status
+        for link in Link.objects.select_related("b_switch_port__switch")
+    }
     assert statuses[("su1-leaf0", "Ethernet1/2")] == "connected"
     assert statuses[("su1-leaf0", "Ethernet1/1")] == "mismatch"
     assert ChangeRecord.objects.filter(source="integration", reason="cabling validation").count() == 4

@@ -56,8 +56,9 @@ def test_switch_parse_plain_rows_for_other_commands():
     if not raw.exists():
         pytest.skip(f"{raw} is absent")
     out = StringIO()
-    call_command("switch_parse", str(raw), "--platform", "cisco_nxos", "--command", "show version", "--json",
-                 stdout=out)
+    call_command(
+        "switch_parse", str(raw), "--platform", "cisco_nxos", "--command", "show version", "--json", stdout=out
+    )
     assert json.loads(out.getvalue())[0]["serial"] == "SAL1819S6LU"
 
 
@@ -85,15 +86,16 @@ def test_normalised_nxos_detail():
 
 def test_normalised_huawei_uses_port_id_not_description():
     (n,) = _one("huawei_vrp", "display lldp neighbor", "huawei_vrp_display_lldp_neighbor3.raw")
-    assert (n.local_port, n.remote_port, n.remote_port_description) == ("GE1/0/25", "Gi2/0/10",
-                                                                         "GigabitEthernet2/0/10")
+    assert (n.local_port, n.remote_port, n.remote_port_description) == ("GE1/0/25", "Gi2/0/10", "GigabitEthernet2/0/10")
     assert n.remote_chassis_id == "aa:aa:aa:aa:aa:aa"  # Huawei writes MACs as aaaa-aaaa-aaaa
 
 
 def test_normalised_junos_and_eos():
     junos = _one("juniper_junos", "show lldp neighbors", "juniper_junos_show_lldp_neighbors.raw")
     assert [(n.local_port, n.remote_system, n.remote_port) for n in junos] == [
-        ("ge-0/0/1", "vmx2", "ge-0/0/1"), ("ge-0/0/0", "vmx3", "ge-0/0/0")]
+        ("ge-0/0/1", "vmx2", "ge-0/0/1"),
+        ("ge-0/0/0", "vmx3", "ge-0/0/0"),
+    ]
     eos = _one("arista_eos", "show lldp neighbors detail", "arista_eos_show_lldp_neighbors_detail.raw")
     assert eos[0].remote_chassis_id == "2c:c2:60:81:ea:f9" and eos[0].remote_system == "spine2.company.com"
 
@@ -104,7 +106,9 @@ def test_lldpctl_keyvalue_from_linux_switches():
         pytest.skip(f"{raw} is absent")
     got = normalize_lldp("linux", parse_cli("linux", "sudo lldpctl -f keyvalue", raw.read_text()))
     assert [(n.local_port, n.remote_port, n.remote_chassis_id) for n in got] == [
-        ("eno1", "swp46", "e4:f0:04:b6:47:32"), ("eno2d1", "swp46", "e4:f0:04:b6:4e:32")]
+        ("eno1", "swp46", "e4:f0:04:b6:47:32"),
+        ("eno2d1", "swp46", "e4:f0:04:b6:4e:32"),
+    ]
     assert got[0].remote_system == "toto-chassis.dc42"
 
 

@@ -19,8 +19,12 @@ from integrations.switches.config_push import (
 from integrations.switches.fakes import FakeSwitchConfigurator
 
 # What `nv show --applied interface swp1 -o json` answers for an access port in VLAN 10 (Cumulus Linux 5).
-APPLIED = {"bridge": {"domain": {"br_default": {"access": 10}}}, "description": "old-cable",
-           "link": {"state": {"up": {}}}, "type": "swp"}
+APPLIED = {
+    "bridge": {"domain": {"br_default": {"access": 10}}},
+    "description": "old-cable",
+    "link": {"state": {"up": {}}},
+    "type": "swp",
+}
 
 
 def test_nvue_block_reads_the_applied_interface_as_set_commands():
@@ -54,20 +58,27 @@ def test_nvue_plan_diff_and_rollback():
     # Enabling a port that is down removes the `down` line (up is NVUE's default).
     down = json.dumps({"link": {"state": {"down": {}}}})
     diff, rollback = plan_port_change("linux", PortConfig("swp1", enabled=True), down)
-    assert (diff.commands, rollback) == (("nv unset interface swp1 link state",),
-                                         ("nv set interface swp1 link state down",))
+    assert (diff.commands, rollback) == (
+        ("nv unset interface swp1 link state",),
+        ("nv set interface swp1 link state down",),
+    )
     assert plan_port_change("linux", PortConfig("swp1", enabled=True), "{}")[0].is_empty
 
 
 def test_nvue_verify_reads_back_what_was_asked():
     change = PortConfig("swp1", description="gpu001 mlx5_0", vlan=20, mtu=9216, enabled=False)
-    pushed = {"bridge": {"domain": {"br_default": {"access": 20}}}, "description": "gpu001 mlx5_0",
-              "link": {"mtu": 9216, "state": {"down": {}}}, "type": "swp"}
+    pushed = {
+        "bridge": {"domain": {"br_default": {"access": 20}}},
+        "description": "gpu001 mlx5_0",
+        "link": {"mtu": 9216, "state": {"down": {}}},
+        "type": "swp",
+    }
     assert verify_port_change("linux", change, json.dumps(pushed)) == []
     pushed["link"]["mtu"] = 1500
     assert verify_port_change("linux", change, json.dumps(pushed)) == [
         "mtu: wanted ['nv set interface swp1 link mtu 9216'], running config has "
-        "['nv set interface swp1 link mtu 1500']"]
+        "['nv set interface swp1 link mtu 1500']"
+    ]
 
 
 @pytest.mark.parametrize("platform", sorted(TEMPLATES))
@@ -75,8 +86,7 @@ def test_running_text_reads_back_as_the_same_lines(platform):
     interface = {"juniper_junos": "xe-0/0/1", "linux": "swp1"}.get(platform, "Ethernet1/1")
     change = PortConfig(interface, description="gpu007 mlx5_2", vlan=120, mtu=9216, enabled=False)
     diff, _ = plan_port_change(platform, change, running_text(platform, interface, []))
-    assert interface_block(platform, interface, running_text(platform, interface, list(diff.after))) == list(
-        diff.after)
+    assert interface_block(platform, interface, running_text(platform, interface, list(diff.after))) == list(diff.after)
     assert verify_port_change(platform, change, running_text(platform, interface, list(diff.after))) == []
 
 
@@ -98,11 +108,14 @@ def test_a_pkey_is_refused_with_where_partitions_live(platform):
     assert "UFM" in message and "partitions.conf" in message and "port GUID" in message
 
 
-@pytest.mark.parametrize(("change", "problem"), [
-    (PortConfig("Ethernet1/1", vlan=4095), "VLAN 4095"),
-    (PortConfig("Ethernet1/1", mtu=0), "MTU 0"),
-    (PortConfig("Ethernet1/1", description="gpu001\nreload"), "control character"),
-])
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (PortConfig("Ethernet1/1", vlan=4095), "VLAN 4095"),
+        (PortConfig("Ethernet1/1", mtu=0), "MTU 0"),
+        (PortConfig("Ethernet1/1", description="gpu001\nreload"), "control character"),
+    ],
+)
 def test_values_a_switch_cannot_take_are_refused_before_rendering(change, problem):
     with pytest.raises(PermanentError, match=problem):
         plan_port_change("cisco_nxos", change, "")

@@ -54,13 +54,17 @@ STORAGE = ("ib-s1", "ib-s2", "ib-s3")
 
 def compute_report(*, without: str = "") -> str:
     """The captured subnet; `without` a switch (powered off: neither its ports nor its cables are listed)."""
-    return "".join(line + "\n" for line in _read("treydock_ibnetdiscover_test.out").splitlines()
-                   if not without or f"'{without}'" not in line)
+    return "".join(
+        line + "\n"
+        for line in _read("treydock_ibnetdiscover_test.out").splitlines()
+        if not without or f"'{without}'" not in line
+    )
 
 
 def storage_report(*, without: str = "") -> str:
     """A second subnet with its own subnet manager: ib-s1 with ib-s2 and ib-s3 below it, one host on each. LIDs
     are per subnet, so they repeat the compute subnet's."""
+
     def sw(n: int, port: int) -> tuple[str, str]:
         return f"SW {1719 + n:>5} {port:>2} 0x0002c90300aa{n:04x}", f"ib-s{n}"
 
@@ -73,8 +77,11 @@ def storage_report(*, without: str = "") -> str:
 
 
 def observed(names: tuple[str, ...]) -> set[tuple[str, str]]:
-    return set(ObservedLink.objects.filter(source="ibnetdiscover", local_device__in=names).values_list(
-        "local_device", "local_port"))
+    return set(
+        ObservedLink.objects.filter(source="ibnetdiscover", local_device__in=names).values_list(
+            "local_device", "local_port"
+        )
+    )
 
 
 @pytest.fixture
@@ -98,13 +105,17 @@ def test_ports_report_of_a_small_fabric():
     assert (first.width, first.speed, first.local.host) == ("4x", "EDR", "o0001")
     down = [r for r in records if r.peer is None]
     assert [(r.local.description, r.local.port, r.speed) for r in down] == [
-        ("ib-i4l1s01", 37, "???"), ("ib-i7l2s01", 80, "SDR")]
+        ("ib-i4l1s01", 37, "???"),
+        ("ib-i7l2s01", 80, "SDR"),
+    ]
 
     links = ib_links(records)
     # 3 HCA cables + 1 inter-switch cable, each listed from both ends in the report (the p0001 one from both).
     assert len(links) == 4
     assert {(link.a.description, link.a.port, link.b.host, link.b.port) for link in links} == {
-        ("ib-i1l1s01", 10, "o0001", 1), ("ib-i1l1s01", 11, "o0002", 1), ("ib-i4l1s01", 35, "p0001", 1),
+        ("ib-i1l1s01", 10, "o0001", 1),
+        ("ib-i1l1s01", 11, "o0002", 1),
+        ("ib-i4l1s01", 35, "p0001", 1),
         ("ib-i1l1s01", 1, "ib-i1l2s01", 1),
     }
 
@@ -122,8 +133,9 @@ def test_cabling_by_port_guid():
     o2 = Endpoint("o0002", "mlx5_0/1", guids=frozenset({"0x7cfe9003003b4b96"}), hca="mlx5_0")
     # Planned o0001 on port 11 and o0002 on port 10: the report shows them crossed.
     planned = [PlannedLink("ib-i1l1s01", "10", o2), PlannedLink("ib-i1l1s01", "11", o1)]
-    findings = validate_cabling(planned=planned, observed=observed, inventory=Inventory([o1, o2]),
-                                polled_switches={"ib-i1l1s01"})
+    findings = validate_cabling(
+        planned=planned, observed=observed, inventory=Inventory([o1, o2]), polled_switches={"ib-i1l1s01"}
+    )
     by_port = {f.port: f for f in findings}
     assert by_port["10"].kind == FindingKind.MISWIRED and str(by_port["10"].swap_partner) == "ib-i1l1s01:11"
     assert by_port["1"].kind == FindingKind.UNKNOWN_NEIGHBOR  # the spine is not in this inventory
@@ -137,7 +149,11 @@ def test_store_sweep(fabric_site):
     assert run.status == "ok" and rows.count() == 4 == run.neighbors_seen
     row = rows.get(switch=leaf, local_port="10")
     assert (row.remote_port_guid, row.remote_system, row.local_lid, row.remote_lid) == (
-        "0x7cfe9003003b4bde", "o0001", 1719, 134)
+        "0x7cfe9003003b4bde",
+        "o0001",
+        1719,
+        134,
+    )
     ibnetdiscover_apply(_read("treydock_ibnetdiscover_test.out"))  # a new sweep replaces the old rows
     assert ObservedLink.objects.filter(source="ibnetdiscover").count() == 4
 
@@ -159,8 +175,7 @@ def test_two_subnets_swept_alternately_keep_each_others_observations(request, fa
     ibnetdiscover_apply(compute)
     ibnetdiscover_apply(storage)
     rows = set(ObservedLink.objects.values_list("id", "local_device", "local_port"))
-    assert observed(COMPUTE) == {("ib-i1l1s01", "1"), ("ib-i1l1s01", "10"), ("ib-i1l1s01", "11"),
-                                 ("ib-i4l1s01", "35")}
+    assert observed(COMPUTE) == {("ib-i1l1s01", "1"), ("ib-i1l1s01", "10"), ("ib-i1l1s01", "11"), ("ib-i4l1s01", "35")}
     assert len(observed(STORAGE)) == 7
     for text in (compute, storage, compute):
         ibnetdiscover_apply(text)
@@ -243,15 +258,17 @@ def test_fabric_refuses_a_sweep_of_another_subnet(two_fabrics, tmp_path):
             call_command("ib_discover", str(report), "--fabric", "storage", *dry_run, stdout=StringIO())
         message = str(refused.value)
         assert message.startswith("fabric storage: the sweep saw none of its switches")
-        assert ("ib-i1l1s01 (compute), ib-i4l1s01 (compute), 'ib-i7l2s01' 0x08c0eb0300add20e (not in the CMDB)"
-                in message)
+        assert (
+            "ib-i1l1s01 (compute), ib-i4l1s01 (compute), 'ib-i7l2s01' 0x08c0eb0300add20e (not in the CMDB)" in message
+        )
     assert (set(ObservedLink.objects.values_list("id", "last_seen_at")), PollRun.objects.count()) == before
     with pytest.raises(CommandError, match="no fabric named 'storag'"):
         call_command("ib_discover", str(report), "--fabric", "storag", stdout=StringIO())
 
 
-@pytest.mark.parametrize("spelling", ["0x7cfe9003003b4bde", "7CFE9003003B4BDE", "7cfe:9003:003b:4bde",
-                                      "0x7CFE9003003B4BDE"])
+@pytest.mark.parametrize(
+    "spelling", ["0x7cfe9003003b4bde", "7CFE9003003B4BDE", "7cfe:9003:003b:4bde", "0x7CFE9003003B4BDE"]
+)
 def test_guids_compare_by_value(spelling):
     assert canonical_guid(spelling) == "0x7cfe9003003b4bde"
     assert canonical_guid("0x2c9020040f161") == "0x0002c9020040f161"  # unpadded, as some imports have it
@@ -260,15 +277,31 @@ def test_guids_compare_by_value(spelling):
 
 def test_a_bare_hex_guid_column_parses_too():
     (record,) = parse_ibnetdiscover_ports(
-        "CA   134  1 7cfe9003003b4bde 4x EDR - SW  1719 10 0x7CFE9003009CE5B0 ( 'o0001 HCA-1' - 'ib-i1l1s01' )")
+        "CA   134  1 7cfe9003003b4bde 4x EDR - SW  1719 10 0x7CFE9003009CE5B0 ( 'o0001 HCA-1' - 'ib-i1l1s01' )"
+    )
     assert (record.local.guid, record.peer.guid) == ("0x7cfe9003003b4bde", "0x7cfe9003009ce5b0")
 
 
 def _ib_report(ca: str, node_guid: str, port_guid: str) -> list[dict]:
     """The agent's `infiniband` section (ibstat) for one single-port HCA."""
-    return [{"ca": ca, "node_guid": node_guid, "firmware": "16.35.2000", "ports": [
-        {"port": 1, "state": "active", "phys_state": "linkup", "rate_gbps": 100, "port_guid": port_guid,
-         "link_layer": "infiniband", "lid": 134}]}]
+    return [
+        {
+            "ca": ca,
+            "node_guid": node_guid,
+            "firmware": "16.35.2000",
+            "ports": [
+                {
+                    "port": 1,
+                    "state": "active",
+                    "phys_state": "linkup",
+                    "rate_gbps": 100,
+                    "port_guid": port_guid,
+                    "link_layer": "infiniband",
+                    "lid": 134,
+                }
+            ],
+        }
+    ]
 
 
 def test_hcas_resolve_by_the_agents_port_guids(fabric_site, settings, client, django_capture_on_commit_callbacks):
@@ -286,8 +319,11 @@ def test_hcas_resolve_by_the_agents_port_guids(fabric_site, settings, client, dj
     for node, switch, port in ((o1, leaf, "10"), (o2, leaf, "11"), (p1, leaf4, "35")):
         nic = Nic.objects.create(node=node, name="mlx5_0", kind="infiniband", rail=0)
         planned[node.hostname] = NicPort.objects.create(nic=nic, name="1")
-        Link.objects.create(fabric=fabric, a_nic_port=planned[node.hostname],
-                            b_switch_port=SwitchPort.objects.create(switch=switch, name=port))
+        Link.objects.create(
+            fabric=fabric,
+            a_nic_port=planned[node.hostname],
+            b_switch_port=SwitchPort.objects.create(switch=switch, name=port),
+        )
     # p0001's HCA came from an import that knows only the node GUID, spelled its own way (port 1 carries it).
     Nic.objects.filter(node=p1).update(node_guid="506B4B0300CC02A6")
 
@@ -295,8 +331,13 @@ def test_hcas_resolve_by_the_agents_port_guids(fabric_site, settings, client, dj
         node_guid = f"{port_guid[:-1]}0"  # not a port GUID of the sweep: only the port GUID can match
         body = json.dumps(report_of(node, infiniband=_ib_report("mlx5_0", node_guid, port_guid)))
         with django_capture_on_commit_callbacks(execute=True):
-            response = client.generic("POST", REPORTS_URL, body.encode(), content_type="application/json",
-                                      HTTP_AUTHORIZATION=f"Bearer {agent_token_issue(node=node).token}")
+            response = client.generic(
+                "POST",
+                REPORTS_URL,
+                body.encode(),
+                content_type="application/json",
+                HTTP_AUTHORIZATION=f"Bearer {agent_token_issue(node=node).token}",
+            )
         assert response.json().get("status") == "applied", response.content
 
     report(o1, "0x7cfe9003003b4bde")  # o0001's agent reported before the sweep

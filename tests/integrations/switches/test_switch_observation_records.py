@@ -35,17 +35,21 @@ def _snapshot(*neighbors: LldpNeighbor) -> SwitchSnapshot:
 @pytest.fixture
 def leaf(fabric_site) -> Switch:
     site, vendor = fabric_site
-    switch = Switch.objects.create(name="leaf-a", vendor=vendor, site=site, mgmt_ip="10.0.0.1",
-                                   snmp_credential_ref="fabric-a")
+    switch = Switch.objects.create(
+        name="leaf-a", vendor=vendor, site=site, mgmt_ip="10.0.0.1", snmp_credential_ref="fabric-a"
+    )
     for i in (1, 2, 3):
         SwitchPort.objects.create(switch=switch, name=f"Ethernet1/{i}")
     return switch
 
 
 def _poll(leaf: Switch, *neighbors: LldpNeighbor, task_id: str) -> None:
-    services.switch_poll(leaf, poller=FakeSnmpPoller({"10.0.0.1": _snapshot(*neighbors)}),
-                         target=SnmpTarget(host="10.0.0.1", credential=SnmpCredential()),
-                         task_id=task_id)
+    services.switch_poll(
+        leaf,
+        poller=FakeSnmpPoller({"10.0.0.1": _snapshot(*neighbors)}),
+        target=SnmpTarget(host="10.0.0.1", credential=SnmpCredential()),
+        task_id=task_id,
+    )
 
 
 def test_snmp_poll_records_what_changed_since_the_last_poll(leaf):
@@ -89,7 +93,8 @@ def test_ibnetdiscover_sweep_records_only_changes(fabric_site):
     ibnetdiscover_apply(text, task_id="sweep-1")
     created = list(link_records())
     assert len(created) == 4 and {(r.action, r.source, r.correlation_id) for r in created} == {
-        ("create", "integration", "sweep-1")}
+        ("create", "integration", "sweep-1")
+    }
     ids = set(ObservedLink.objects.filter(source="ibnetdiscover").values_list("id", flat=True))
 
     # The subnet manager handed out new LIDs, nothing was re-cabled: no record, same rows, LIDs refreshed.
@@ -102,7 +107,9 @@ def test_ibnetdiscover_sweep_records_only_changes(fabric_site):
     ibnetdiscover_apply(text.replace("SW  1719 11 ", "SW  1719 12 "), task_id="sweep-3")
     moved = link_records().filter(correlation_id="sweep-3")
     assert sorted((r.action, (r.changes.get("local_port") or [None, None])) for r in moved) == [
-        ("create", [None, "12"]), ("delete", ["11", None])]
+        ("create", [None, "12"]),
+        ("delete", ["11", None]),
+    ]
 
 
 def test_a_switch_gone_from_its_subnet_is_recorded_and_the_other_subnet_is_not(fabric_site):
@@ -118,7 +125,8 @@ def test_a_switch_gone_from_its_subnet_is_recorded_and_the_other_subnet_is_not(f
     assert not link_records().filter(correlation_id="compute-2").exists()
     gone = link_records().filter(correlation_id="storage-2")
     assert {r.action for r in gone} == {"delete"}
-    assert sorted((r.changes["local_device"][0], r.changes["local_port"][0], r.changes["remote_system"][0])
-                  for r in gone) == [("ib-s1", "3", "ib-s3"), ("ib-s3", "1", "ib-s1"), ("ib-s3", "2", "s0003")]
+    assert sorted(
+        (r.changes["local_device"][0], r.changes["local_port"][0], r.changes["remote_system"][0]) for r in gone
+    ) == [("ib-s1", "3", "ib-s3"), ("ib-s3", "1", "ib-s1"), ("ib-s3", "2", "s0003")]
     assert all(r.reason.startswith("ibnetdiscover sweep #") for r in gone)
     assert ObservedLink.objects.filter(source="ibnetdiscover").count() == 4 + 4

@@ -22,8 +22,9 @@ REPO = Path(__file__).resolve().parents[3]
 
 def test_dry_run_json_needs_no_cmdb_record(snmpsim, db):
     out = StringIO()
-    call_command("switch_poll", f"{snmpsim.host}:{snmpsim.port}", "--community", DELL, "--dry-run", "--json",
-                 stdout=out)
+    call_command(
+        "switch_poll", f"{snmpsim.host}:{snmpsim.port}", "--community", DELL, "--dry-run", "--json", stdout=out
+    )
     data = json.loads(out.getvalue())
     assert set(data) == {"system", "ports", "lldp_neighbors"}
     assert {"name", "description", "object_id", "model", "serial", "uptime"} <= set(data["system"])
@@ -31,8 +32,11 @@ def test_dry_run_json_needs_no_cmdb_record(snmpsim, db):
     assert len(data["ports"]) == 36
     assert {"name", "alias", "speed_mbps", "admin_state", "oper_state", "mac"} <= set(data["ports"][0])
     assert data["lldp_neighbors"][0] == {
-        "local_port": "mgmt1/1/1", "remote_chassis_id": "14:18:77:dd:6f:ca", "remote_port": "Gi1/0/6",
-        "remote_system": "1007-mnt-1", "remote_port_description": "Gi1/0/6",
+        "local_port": "mgmt1/1/1",
+        "remote_chassis_id": "14:18:77:dd:6f:ca",
+        "remote_port": "Gi1/0/6",
+        "remote_system": "1007-mnt-1",
+        "remote_port_description": "Gi1/0/6",
     }
     assert not PollRun.objects.exists()
 
@@ -86,8 +90,9 @@ def test_wrong_community_records_failed_run(snmpsim, fabric_site):
     site, vendor = fabric_site
     switch = Switch.objects.create(name="leaf-x", vendor=vendor, site=site, mgmt_ip="127.0.0.1")
     with pytest.raises(CommandError, match="no SNMP response"):
-        call_command("switch_poll", f"127.0.0.1:{snmpsim.port}", "--community", "wrong", "--timeout", "0.3",
-                     "--retries", "0")
+        call_command(
+            "switch_poll", f"127.0.0.1:{snmpsim.port}", "--community", "wrong", "--timeout", "0.3", "--retries", "0"
+        )
     run = PollRun.objects.get(switch=switch)
     assert run.status == "failed" and "no SNMP response" in run.error
 
@@ -95,9 +100,23 @@ def test_wrong_community_records_failed_run(snmpsim, fabric_site):
 def test_cli_exit_code_and_message_for_unreachable_host(snmpsim):
     # A real process: the operator sees one line on stderr and a non-zero exit status.
     proc = subprocess.run(
-        [sys.executable, str(REPO / "manage.py"), "switch_poll", f"127.0.0.1:{snmpsim.port}", "--community", "nope",
-         "--dry-run", "--timeout", "0.3", "--retries", "0"],
-        capture_output=True, text=True, timeout=60, cwd=REPO,
+        [
+            sys.executable,
+            str(REPO / "manage.py"),
+            "switch_poll",
+            f"127.0.0.1:{snmpsim.port}",
+            "--community",
+            "nope",
+            "--dry-run",
+            "--timeout",
+            "0.3",
+            "--retries",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
     )
     assert proc.returncode != 0
     assert "no SNMP response" in proc.stderr and "Traceback" not in proc.stderr

@@ -48,34 +48,43 @@ def test_macs_and_masks():
 
 
 def test_ifdescr_fallback_ifspeed_and_lldp_subtypes():
-    raw = RawSnmpData(columns={
-        IF_DESCR: {(1,): b"GigabitEthernet0/1", (2,): b"Ethernet2"},
-        IF_NAME: {(2,): b"Et2"},
-        IF_SPEED: {(1,): 1_000_000_000},
-        IF_HIGH_SPEED: {(2,): 100000},
-        LLDP_LOC_PORT_ID: {(1,): b"\x00\x11\x22\x33\x44\x55"},  # a MAC-type local port id: fall back to ifIndex
-        LLDP_REM_CHASSIS_SUBTYPE: {(0, 1, 1): 5},
-        LLDP_REM_CHASSIS_ID: {(0, 1, 1): b"\x01\x0a\x00\x00\x01"},  # network address subtype, IPv4
-        LLDP_REM_PORT_SUBTYPE: {(0, 1, 1): 3},
-        LLDP_REM_PORT_ID: {(0, 1, 1): b"\x02\x00\x00\x00\x00\x07"},
-        ENT_CLASS: {(1,): 3},
-        ENT_MODEL: {(1,): b""},
-        ENT_DESCR: {(1,): b"HUAWEI S5720 Routing Switch"},
-        ENT_SERIAL: {(1,): b"<private>"},
-    })
+    raw = RawSnmpData(
+        columns={
+            IF_DESCR: {(1,): b"GigabitEthernet0/1", (2,): b"Ethernet2"},
+            IF_NAME: {(2,): b"Et2"},
+            IF_SPEED: {(1,): 1_000_000_000},
+            IF_HIGH_SPEED: {(2,): 100000},
+            LLDP_LOC_PORT_ID: {(1,): b"\x00\x11\x22\x33\x44\x55"},  # a MAC-type local port id: fall back to ifIndex
+            LLDP_REM_CHASSIS_SUBTYPE: {(0, 1, 1): 5},
+            LLDP_REM_CHASSIS_ID: {(0, 1, 1): b"\x01\x0a\x00\x00\x01"},  # network address subtype, IPv4
+            LLDP_REM_PORT_SUBTYPE: {(0, 1, 1): 3},
+            LLDP_REM_PORT_ID: {(0, 1, 1): b"\x02\x00\x00\x00\x00\x07"},
+            ENT_CLASS: {(1,): 3},
+            ENT_MODEL: {(1,): b""},
+            ENT_DESCR: {(1,): b"HUAWEI S5720 Routing Switch"},
+            ENT_SERIAL: {(1,): b"<private>"},
+        }
+    )
     snap = build_snapshot(raw)
     ports = {p.index: p for p in snap.ports}
     assert ports[1].name == "GigabitEthernet0/1" and ports[1].speed_mbps == 1000  # ifName missing -> ifDescr
     assert ports[2].name == "Et2" and ports[2].speed_mbps == 100000
     (nb,) = snap.lldp_neighbors
-    assert (nb.local_port, nb.remote_chassis_id, nb.remote_port) == ("GigabitEthernet0/1", "10.0.0.1",
-                                                                     "02:00:00:00:00:07")
+    assert (nb.local_port, nb.remote_chassis_id, nb.remote_port) == (
+        "GigabitEthernet0/1",
+        "10.0.0.1",
+        "02:00:00:00:00:07",
+    )
     assert snap.system.model == "HUAWEI S5720 Routing Switch" and snap.system.serial is None
 
 
 def test_credentials_from_env_and_file(monkeypatch, tmp_path):
-    monkeypatch.setenv("GPUOPS_CREDENTIAL_SNMP_FABRIC_A", json.dumps({
-        "version": "v3", "user": "ops", "auth_key": "a" * 12, "auth_protocol": "sha256", "priv_key": "p" * 12}))
+    monkeypatch.setenv(
+        "GPUOPS_CREDENTIAL_SNMP_FABRIC_A",
+        json.dumps(
+            {"version": "v3", "user": "ops", "auth_key": "a" * 12, "auth_protocol": "sha256", "priv_key": "p" * 12}
+        ),
+    )
     cred = snmp_credential_resolve("snmp-fabric-a")
     assert (cred.version, cred.user, cred.auth_protocol) == ("3", "ops", "sha256")
     assert "aaaa" not in repr(cred)

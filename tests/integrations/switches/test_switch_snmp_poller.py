@@ -21,18 +21,54 @@ JUNIPER = "librenms_juniper-qfx5100-48s"
 
 # Values read from the .snmprec files (sysName is "<private>" in all six LibreNMS recordings: masked -> None).
 EXPECTED = {
-    ARISTA: {"descr": "Arista Networks EOS version 4.15.3F", "model": "DCS-7050S-52", "serial": "JPE00000000",
-             "ports": 55, "uptime": 27933161, "oid": "1.3.6.1.4.1.30065.1.3011.7050.1958.128"},
-    NXOS: {"descr": "Cisco NX-OS(tm) nxos.7.0.3.I7.8.bin", "model": "N3K-C3064PQ-10GX", "serial": None,
-           "ports": 54, "uptime": 2620688, "oid": "1.3.6.1.4.1.9.12.3.1.3.1163"},
-    CUMULUS: {"descr": "Linux mlnx-sw-1 4.19.0-cl-1-amd64", "model": None, "serial": None, "ports": 69,
-              "uptime": None, "oid": "1.3.6.1.4.1.8072.3.2.10"},
-    DELL: {"descr": "Dell EMC Networking OS10 Enterprise.", "model": "S4128F-ON", "serial": "CN02NK09282988AT0259",
-           "ports": 36, "uptime": 658, "oid": "1.3.6.1.4.1.674.11000.5000.100.2.1.7"},
-    HUAWEI: {"descr": "S5720-56C-PWR-EI-AC\nHuawei Versatile Routing Platform", "model": "HUAWEI S5720 Routing Switch",
-             "serial": "2102359576DMHC000120", "ports": 65, "uptime": 281568, "oid": "1.3.6.1.4.1.2011.2.23.291"},
-    JUNIPER: {"descr": "Juniper Networks, Inc. qfx5100-48s-6q", "model": "Juniper QFX5100-48S-6Q Switch",
-              "serial": "TA3716123456", "ports": 50, "uptime": 31692298, "oid": "1.3.6.1.4.1.2636.1.1.1.4.82.5"},
+    ARISTA: {
+        "descr": "Arista Networks EOS version 4.15.3F",
+        "model": "DCS-7050S-52",
+        "serial": "JPE00000000",
+        "ports": 55,
+        "uptime": 27933161,
+        "oid": "1.3.6.1.4.1.30065.1.3011.7050.1958.128",
+    },
+    NXOS: {
+        "descr": "Cisco NX-OS(tm) nxos.7.0.3.I7.8.bin",
+        "model": "N3K-C3064PQ-10GX",
+        "serial": None,
+        "ports": 54,
+        "uptime": 2620688,
+        "oid": "1.3.6.1.4.1.9.12.3.1.3.1163",
+    },
+    CUMULUS: {
+        "descr": "Linux mlnx-sw-1 4.19.0-cl-1-amd64",
+        "model": None,
+        "serial": None,
+        "ports": 69,
+        "uptime": None,
+        "oid": "1.3.6.1.4.1.8072.3.2.10",
+    },
+    DELL: {
+        "descr": "Dell EMC Networking OS10 Enterprise.",
+        "model": "S4128F-ON",
+        "serial": "CN02NK09282988AT0259",
+        "ports": 36,
+        "uptime": 658,
+        "oid": "1.3.6.1.4.1.674.11000.5000.100.2.1.7",
+    },
+    HUAWEI: {
+        "descr": "S5720-56C-PWR-EI-AC\nHuawei Versatile Routing Platform",
+        "model": "HUAWEI S5720 Routing Switch",
+        "serial": "2102359576DMHC000120",
+        "ports": 65,
+        "uptime": 281568,
+        "oid": "1.3.6.1.4.1.2011.2.23.291",
+    },
+    JUNIPER: {
+        "descr": "Juniper Networks, Inc. qfx5100-48s-6q",
+        "model": "Juniper QFX5100-48S-6Q Switch",
+        "serial": "TA3716123456",
+        "ports": 50,
+        "uptime": 31692298,
+        "oid": "1.3.6.1.4.1.2636.1.1.1.4.82.5",
+    },
 }
 
 # (local_port, remote_chassis_id, remote_port, remote_system) per recording, all rows.
@@ -92,8 +128,9 @@ def test_system_facts(snapshots, community):
 
 @pytest.mark.parametrize("community", list(NEIGHBORS))
 def test_lldp_neighbors(snapshots, community):
-    got = [(n.local_port, n.remote_chassis_id, n.remote_port, n.remote_system)
-           for n in snapshots[community].lldp_neighbors]
+    got = [
+        (n.local_port, n.remote_chassis_id, n.remote_port, n.remote_system) for n in snapshots[community].lldp_neighbors
+    ]
     assert got == NEIGHBORS[community]
 
 
@@ -128,23 +165,30 @@ def test_entity_modules(snapshots):
 
 def test_snmpv3_auth_priv(snmpsim):
     # snmpsim's default USM user; the v3 context name picks the recording.
-    cred = SnmpCredential(version="3", user="simulator", auth_key="auctoritas", auth_protocol="md5",
-                          priv_key="privatus", priv_protocol="des", context=DELL)
+    cred = SnmpCredential(
+        version="3",
+        user="simulator",
+        auth_key="auctoritas",
+        auth_protocol="md5",
+        priv_key="privatus",
+        priv_protocol="des",
+        context=DELL,
+    )
     snapshot = PysnmpPoller().poll(SnmpTarget(snmpsim.host, cred, port=snmpsim.port))
     assert snapshot.system.serial == "CN02NK09282988AT0259"
 
 
 def test_snmpv3_wrong_key_is_permanent(snmpsim):
-    cred = SnmpCredential(version="3", user="simulator", auth_key="wrong-key-123", auth_protocol="md5",
-                          context=DELL)
+    cred = SnmpCredential(version="3", user="simulator", auth_key="wrong-key-123", auth_protocol="md5", context=DELL)
     with pytest.raises((PermanentError, TransientError)) as info:
         PysnmpPoller().poll(SnmpTarget(snmpsim.host, cred, port=snmpsim.port, timeout_s=0.5, retries=0))
     assert "127.0.0.1" in str(info.value)
 
 
 def test_wrong_community_times_out_as_transient(snmpsim):
-    target = SnmpTarget(snmpsim.host, SnmpCredential(community="no-such-community"), port=snmpsim.port,
-                        timeout_s=0.3, retries=0)
+    target = SnmpTarget(
+        snmpsim.host, SnmpCredential(community="no-such-community"), port=snmpsim.port, timeout_s=0.3, retries=0
+    )
     with pytest.raises(TransientError, match="no SNMP response"):
         PysnmpPoller().poll(target)
 

@@ -46,9 +46,13 @@ def stock(db) -> Stock:
     shelf1 = m.StockLocation.objects.create(site=sh1, name="shelf-a", kind="shelf", parent=wh1)
     wh2 = m.StockLocation.objects.create(site=bj2, name="warehouse", kind="warehouse")
     return Stock(
-        sh1=sh1, bj2=bj2, wh1=wh1, shelf1=shelf1, wh2=wh2, h100=AcceleratorModelFactory(),
-        cable=m.PartModel.objects.create(sku="CBL-DAC-400G-2M", name="400G DAC 2m", kind="cable",
-                                         is_serialised=False),
+        sh1=sh1,
+        bj2=bj2,
+        wh1=wh1,
+        shelf1=shelf1,
+        wh2=wh2,
+        h100=AcceleratorModelFactory(),
+        cable=m.PartModel.objects.create(sku="CBL-DAC-400G-2M", name="400G DAC 2m", kind="cable", is_serialised=False),
         optic=m.PartModel.objects.create(sku="OSFP-400G-SR4", name="400G SR4", kind="optic", is_serialised=True),
         node1=NodeFactory(site=sh1, hostname="sh1-gpu-0001"),
     )
@@ -57,5 +61,6 @@ def stock(db) -> Stock:
 @pytest.fixture
 def refill_rule(db) -> ApprovalRule:
     """Refills need an approval chain to be submitted."""
-    return ApprovalRule.objects.create(name="spares", level=1, min_amount=0, approvers_required=1,
-                                       group=Group.objects.create(name="spares-approvers"))
+    return ApprovalRule.objects.create(
+        name="spares", level=1, min_amount=0, approvers_required=1, group=Group.objects.create(name="spares-approvers")
+    )

@@ -43,8 +43,12 @@ def race(stock, reserved_for: list[str]) -> dict[str, tuple[str, str]]:
 @pytest.mark.parametrize("round_", range(5))
 def test_the_last_spare_reserved_concurrently_goes_to_one_worker(stock, round_):
     assert connection.vendor == "postgresql"
-    ledger.accelerators_receive(cards=[ledger.CardReceipt(serial=f"LAST-{round_}", model=stock.h100)],
-                                location=stock.wh1, reason="r", key_prefix="t")
+    ledger.accelerators_receive(
+        cards=[ledger.CardReceipt(serial=f"LAST-{round_}", model=stock.h100)],
+        location=stock.wh1,
+        reason="r",
+        key_prefix="t",
+    )
     results = race(stock, ["ticket:a", "ticket:b"])
     outcomes = sorted(kind for kind, _ in results.values())
     assert outcomes == ["no_spare", "ok"], results
@@ -55,8 +59,12 @@ def test_the_last_spare_reserved_concurrently_goes_to_one_worker(stock, round_):
 
 
 def _three_spares_eight_workers(stock) -> tuple[list[str], int]:
-    ledger.accelerators_receive(cards=[ledger.CardReceipt(serial=f"S{i}", model=stock.h100) for i in range(3)],
-                                location=stock.wh1, reason="r", key_prefix="t")
+    ledger.accelerators_receive(
+        cards=[ledger.CardReceipt(serial=f"S{i}", model=stock.h100) for i in range(3)],
+        location=stock.wh1,
+        reason="r",
+        key_prefix="t",
+    )
     results = race(stock, [f"ticket:{i}" for i in range(8)])
     winners = [serial for kind, serial in results.values() if kind == "ok"]
     return winners, sum(1 for kind, _ in results.values() if kind == "no_spare")

@@ -17,8 +17,12 @@ pytestmark = pytest.mark.django_db
 
 
 def spares(stock, n: int):
-    return ledger.accelerators_receive(cards=[ledger.CardReceipt(serial=f"GPU-{i}", model=stock.h100)
-                                              for i in range(n)], location=stock.wh1, reason="r", key_prefix="t")
+    return ledger.accelerators_receive(
+        cards=[ledger.CardReceipt(serial=f"GPU-{i}", model=stock.h100) for i in range(n)],
+        location=stock.wh1,
+        reason="r",
+        key_prefix="t",
+    )
 
 
 def issue(stock, card, slot: int) -> None:
@@ -34,7 +38,11 @@ def test_below_minimum_opens_one_request_and_a_second_drop_updates_it(stock, ref
     assert first.created and first.free == 1
     req = first.request
     assert (req.state, req.dedup_key, req.trigger_count, req.budget_code) == (
-        "submitted", f"minstock:{stock.sh1.pk}:accelerator_model:{stock.h100.pk}", 1, "OPEX-SPARES")
+        "submitted",
+        f"minstock:{stock.sh1.pk}:accelerator_model:{stock.h100.pk}",
+        1,
+        "OPEX-SPARES",
+    )
     assert req.lines.get().quantity == 3  # up to the target of 4
     issue(stock, cards[1], 1)
     (second,) = minimum_stock_check()
@@ -84,8 +92,12 @@ def test_an_ordered_refill_is_not_changed_and_a_closed_one_lets_a_new_one_open(s
 
 
 def test_refill_price_is_estimated_from_the_last_order(stock, refill_rule):
-    svc.request_create(title="t", justification="j", budget_code="b", lines=[
-        svc.LineInput(quantity=1, site=stock.sh1, accelerator_model=stock.h100, unit_price=Decimal("27500"))])
+    svc.request_create(
+        title="t",
+        justification="j",
+        budget_code="b",
+        lines=[svc.LineInput(quantity=1, site=stock.sh1, accelerator_model=stock.h100, unit_price=Decimal("27500"))],
+    )
     MinimumStock.objects.create(site=stock.sh1, accelerator_model=stock.h100, minimum=2)
     (outcome,) = minimum_stock_check()
     assert outcome.request.total_amount == Decimal("55000")

@@ -199,6 +199,5 @@ def test_ca_sysfs_facts_pair_a_roce_device_with_its_netdev(tmp_path, report_vali
     report, _ = build_report(DirSource(str(capture)))
     assert_valid(report_validator, report)
     by_name = {c["ca"]: c for c in report["infiniband"]}
-    assert (by_name["mlx5_bond_0"]["pci_bus_id"], by_name["mlx5_bond_0"]["netdevs"]) == ("0000:1a:00.1",
-                                                                                         ["ens1f1np1"])
+    assert (by_name["mlx5_bond_0"]["pci_bus_id"], by_name["mlx5_bond_0"]["netdevs"]) == ("0000:1a:00.1", ["ens1f1np1"])
     assert "pci_bus_id" not in by_name["mlx5_0"] and "netdevs" not in by_name["mlx5_0"]

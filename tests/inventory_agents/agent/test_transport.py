@@ -216,8 +216,17 @@ def test_enroll_force_rewrites_a_world_readable_token_file_mode_600(tmp_path, mo
     token_file = tmp_path / "agent.token"
     token_file.write_text("gpa_old\n")
     token_file.chmod(0o644)
-    args = ["enroll", "--server", "http://gpuops.example", "--from-dir", str(_node(tmp_path, "n1")),
-            "--enrollment-token-file", str(tmp_path / "enrollment"), "--token-file", str(token_file)]
+    args = [
+        "enroll",
+        "--server",
+        "http://gpuops.example",
+        "--from-dir",
+        str(_node(tmp_path, "n1")),
+        "--enrollment-token-file",
+        str(tmp_path / "enrollment"),
+        "--token-file",
+        str(token_file),
+    ]
     assert cli.main(args) == 2 and not answers  # refused locally: the node has a token file
     assert cli.main([*args, "--force"]) == 0
     assert answers == [("http://gpuops.example/api/agent/enroll/", "gpe_site", "n1")]

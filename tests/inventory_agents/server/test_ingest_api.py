@@ -37,10 +37,15 @@ def test_anonymous_get_is_refused(node, client):
 def test_admin_pages_render(node, token, post, client):
     body = post(report_of(node), token).json()
     client.force_login(UserFactory(username="root", is_superuser=True))
-    for url in ("/admin/inventory_agents/report/", f"/admin/inventory_agents/report/{body['report_id']}/change/",
-                "/admin/inventory_agents/agenttoken/", "/admin/inventory_agents/agentstate/",
-                "/admin/inventory_agents/enrollmenttoken/", "/admin/inventory_agents/enrollmenttoken/add/",
-                "/admin/inventory_agents/agenttoken/add/"):
+    for url in (
+        "/admin/inventory_agents/report/",
+        f"/admin/inventory_agents/report/{body['report_id']}/change/",
+        "/admin/inventory_agents/agenttoken/",
+        "/admin/inventory_agents/agentstate/",
+        "/admin/inventory_agents/enrollmenttoken/",
+        "/admin/inventory_agents/enrollmenttoken/add/",
+        "/admin/inventory_agents/agenttoken/add/",
+    ):
         response = client.get(url)
         assert response.status_code == 200, url
     page = client.get(f"/admin/inventory_agents/report/{body['report_id']}/change/").content.decode()

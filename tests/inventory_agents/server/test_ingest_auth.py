@@ -81,8 +81,11 @@ def test_management_command_prints_a_working_token(node, post):
 def test_admin_issues_a_token_and_shows_it_once(node, client):
     admin = UserFactory(username="root", is_superuser=True)
     client.force_login(admin)
-    response = client.post("/admin/inventory_agents/agenttoken/add/",
-                           {"node": node.pk, "description": "racked", "revoke_others": "on"}, follow=True)
+    response = client.post(
+        "/admin/inventory_agents/agenttoken/add/",
+        {"node": node.pk, "description": "racked", "revoke_others": "on"},
+        follow=True,
+    )
     assert response.status_code == 200
     shown = [str(msg) for msg in response.context["messages"]]
     token = next(s.split("<code>")[1].split("</code>")[0] for s in shown if "<code>" in s)

@@ -20,8 +20,9 @@ ENROLL_URL = "/api/agent/enroll/"
 
 @pytest.fixture
 def enrollment():
-    return enrollment_token_issue(name="sh1-build-2026", site=SiteFactory(code="sh1"),
-                                  server_model=ServerModelFactory(), max_uses=2)
+    return enrollment_token_issue(
+        name="sh1-build-2026", site=SiteFactory(code="sh1"), server_model=ServerModelFactory(), max_uses=2
+    )
 
 
 def _enroll(client, token: str | None, body: dict):
@@ -34,8 +35,7 @@ def test_new_node_registers_itself_received_and_reports(client, enrollment, post
     assert response.status_code == 201
     body = response.json()
     node = m.Node.objects.get(pk=body["node_id"])
-    assert (node.hostname, node.serial, node.status, node.site.code) == ("sh1-h100-9001", "SYS-9001", "received",
-                                                                         "sh1")
+    assert (node.hostname, node.serial, node.status, node.site.code) == ("sh1-h100-9001", "SYS-9001", "received", "sh1")
     assert body["token"].startswith("gpa_") and body["report_url"].endswith("/api/agent/reports/")
     assert EnrollmentToken.objects.get().uses == 1
     created = m.ChangeRecord.objects.get(object_id=node.pk, action="create", content_type__model="node")
@@ -62,8 +62,10 @@ def test_planned_node_is_adopted(client, enrollment):
     assert m.Node.objects.get(pk=planned.pk).status == "planned"
 
 
-@pytest.mark.parametrize(("status", "has_token", "serial"), [
-    ("active", False, "SN-A"), ("planned", True, "SN-A"), ("planned", False, "OTHER")])
+@pytest.mark.parametrize(
+    ("status", "has_token", "serial"),
+    [("active", False, "SN-A"), ("planned", True, "SN-A"), ("planned", False, "OTHER")],
+)
 def test_existing_node_is_not_taken_over(client, enrollment, status, has_token, serial):
     node = NodeFactory(hostname="victim", serial="SN-A", status=status)
     if has_token:

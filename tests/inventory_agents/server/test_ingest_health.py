@@ -15,9 +15,17 @@ pytestmark = pytest.mark.django_db
 
 def _xid(report: dict, slot: int, code: int, when: str = "2026-11-29T10:00:00Z", message: str = "") -> dict:
     card = report["accelerators"][slot]
-    card["health"]["xid_events"].append({"xid": code, "pci_bus_id": card["pci_bus_id"], "message": message,
-                                         "occurred_at": when, "pid": None, "process": None,
-                                         "timestamp_raw": when})
+    card["health"]["xid_events"].append(
+        {
+            "xid": code,
+            "pci_bus_id": card["pci_bus_id"],
+            "message": message,
+            "occurred_at": when,
+            "pid": None,
+            "process": None,
+            "timestamp_raw": when,
+        }
+    )
     card["health"]["status"] = "failed"
     return report
 
@@ -30,11 +38,21 @@ def test_xid_79_fails_the_card_and_calls_the_hook_once(token, node, post, failed
     assert card.health == "failed" and "Xid 79" in card.health_detail
     event = m.HealthEvent.objects.get(accelerator=card, kind="xid", code="79")
     assert (event.severity, event.action, event.count, event.dedup_key) == (
-        "critical", "drain_repair", 1, f"acc:{card.pk}:xid:79")
+        "critical",
+        "drain_repair",
+        1,
+        f"acc:{card.pk}:xid:79",
+    )
     assert len(failed_calls) == 1
     call = failed_calls[0]
     assert (call.accelerator_id, call.node_id, call.health_event_id, call.kind, call.code, call.is_repeat) == (
-        card.pk, node.pk, event.pk, "xid", "79", False)
+        card.pk,
+        node.pk,
+        event.pk,
+        "xid",
+        "79",
+        False,
+    )
     assert call.extra["report_id"] == body["report_id"]
     assert m.Node.objects.get(pk=node.pk).health == "failed"
     # The same report again (a retry from the agent's spool): nothing new, no second call.
@@ -86,13 +104,16 @@ def test_warning_xid_degrades_while_reported_only(token, node, post, failed_call
     assert m.Node.objects.get(pk=node.pk).health == "ok"
 
 
-@pytest.mark.parametrize(("counters", "kind", "health"), [
-    ({"ecc_volatile_dbe": 2}, "ecc_uncorrectable", "failed"),
-    ({"remapped_rows_failure": True}, "remap_failure", "failed"),
-    ({"remapped_rows_pending": True}, "remap_pending", "degraded"),
-    ({"retired_pages_sbe": 40, "retired_pages_dbe": 22}, "retired_pages_limit", "failed"),
-    ({"ecc_aggregate_dbe": 1}, "ecc_uncorrectable_aggregate", "degraded"),
-])
+@pytest.mark.parametrize(
+    ("counters", "kind", "health"),
+    [
+        ({"ecc_volatile_dbe": 2}, "ecc_uncorrectable", "failed"),
+        ({"remapped_rows_failure": True}, "remap_failure", "failed"),
+        ({"remapped_rows_pending": True}, "remap_pending", "degraded"),
+        ({"retired_pages_sbe": 40, "retired_pages_dbe": 22}, "retired_pages_limit", "failed"),
+        ({"ecc_aggregate_dbe": 1}, "ecc_uncorrectable_aggregate", "degraded"),
+    ],
+)
 def test_nvidia_counters_become_graded_events(token, node, post, failed_calls, counters, kind, health):
     report = report_of(node)
     report["accelerators"][5]["health"].update(counters)
@@ -114,8 +135,10 @@ def test_counter_growth_is_a_repeat(token, node, post, settings):
     assert m.HealthEvent.objects.get(kind="ecc_uncorrectable").count == 2
 
 
-@pytest.mark.parametrize(("raw", "health", "fails"), [("Alarm", "failed", True), ("Critical", "failed", True),
-                                                      ("Warning", "degraded", False), ("OK", "ok", False)])
+@pytest.mark.parametrize(
+    ("raw", "health", "fails"),
+    [("Alarm", "failed", True), ("Critical", "failed", True), ("Warning", "degraded", False), ("OK", "ok", False)],
+)
 def test_ascend_health_text(post, failed_calls, raw, health, fails):
     ascend = VendorFactory(slug="ascend", name="Huawei Ascend")
     model = AcceleratorModelFactory(name="Ascend 910B3", vendor=ascend, aliases=["910B3", "Ascend910B3"])
@@ -136,12 +159,35 @@ def test_ascend_health_text(post, failed_calls, raw, health, fails):
 def test_xid_of_a_card_the_tool_no_longer_lists_lands_on_the_cmdb_card(token, node, post, failed_calls):
     report = report_of(node)
     gone = report["accelerators"].pop(6)  # fell off the bus: nvidia-smi does not list it
-    stub = {key: None for key in ("model", "serial", "serial_raw", "uuid", "index", "memory_mib", "driver_version",
-                                  "firmware_version")}
-    stub.update(vendor="nvidia", pci_bus_id=gone["pci_bus_id"], seen_by_tool=False,
-                health={"status": "failed", "xid_events": [
-                    {"xid": 79, "pci_bus_id": gone["pci_bus_id"], "message": "GPU has fallen off the bus.",
-                     "occurred_at": "2026-11-29T10:00:00Z"}]})
+    stub = {
+        key: None
+        for key in (
+            "model",
+            "serial",
+            "serial_raw",
+            "uuid",
+            "index",
+            "memory_mib",
+            "driver_version",
+            "firmware_version",
+        )
+    }
+    stub.update(
+        vendor="nvidia",
+        pci_bus_id=gone["pci_bus_id"],
+        seen_by_tool=False,
+        health={
+            "status": "failed",
+            "xid_events": [
+                {
+                    "xid": 79,
+                    "pci_bus_id": gone["pci_bus_id"],
+                    "message": "GPU has fallen off the bus.",
+                    "occurred_at": "2026-11-29T10:00:00Z",
+                }
+            ],
+        },
+    )
     report["accelerators"].append(stub)
     post(report, token)
     card = m.Accelerator.objects.get(serial=gone["serial"])
@@ -153,11 +199,25 @@ def test_xid_of_a_card_the_tool_no_longer_lists_lands_on_the_cmdb_card(token, no
 
 def test_xid_for_an_unknown_bus_stays_on_the_node(token, node, post, failed_calls):
     report = report_of(node)
-    report["accelerators"].append({
-        "vendor": "nvidia", "model": None, "serial": None, "serial_raw": None, "uuid": None, "index": None,
-        "pci_bus_id": "0000:ee:00.0", "memory_mib": None, "driver_version": None, "firmware_version": None,
-        "seen_by_tool": False, "health": {"status": "failed", "xid_events": [
-            {"xid": 79, "pci_bus_id": "0000:ee:00.0", "message": "GPU has fallen off the bus."}]}})
+    report["accelerators"].append(
+        {
+            "vendor": "nvidia",
+            "model": None,
+            "serial": None,
+            "serial_raw": None,
+            "uuid": None,
+            "index": None,
+            "pci_bus_id": "0000:ee:00.0",
+            "memory_mib": None,
+            "driver_version": None,
+            "firmware_version": None,
+            "seen_by_tool": False,
+            "health": {
+                "status": "failed",
+                "xid_events": [{"xid": 79, "pci_bus_id": "0000:ee:00.0", "message": "GPU has fallen off the bus."}],
+            },
+        }
+    )
     post(report, token)
     event = m.HealthEvent.objects.get(kind="xid")
     assert event.accelerator is None and event.dedup_key == f"node:{node.pk}:xid:79"
@@ -165,8 +225,14 @@ def test_xid_for_an_unknown_bus_stays_on_the_node(token, node, post, failed_call
 
 
 def test_policy_is_data_a_vendor_row_wins(token, node, post, failed_calls):
-    m.HealthPolicy.objects.create(vendor=m.Vendor.objects.get(slug="nvidia"), kind="xid", code="79",
-                                  severity="warning", action="reset", marks_failed=False)
+    m.HealthPolicy.objects.create(
+        vendor=m.Vendor.objects.get(slug="nvidia"),
+        kind="xid",
+        code="79",
+        severity="warning",
+        action="reset",
+        marks_failed=False,
+    )
     post(_xid(report_of(node), 3, 79), token)
     assert m.Accelerator.objects.get(node=node, slot_index=3).health == "degraded" and not failed_calls
     assert m.HealthEvent.objects.get(kind="xid").action == "reset"

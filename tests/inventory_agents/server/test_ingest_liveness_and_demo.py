@@ -77,8 +77,9 @@ def test_demo_agents_report_for_nodes_under_a_workflow_only(demo):
     assert (again.nodes, again.unchanged) == (len(burn_in), len(burn_in))
 
 
-def test_a_failing_signal_receiver_does_not_fail_the_report(post, node, token, caplog,
-                                                            django_capture_on_commit_callbacks):
+def test_a_failing_signal_receiver_does_not_fail_the_report(
+    post, node, token, caplog, django_capture_on_commit_callbacks
+):
     from inventory_agents.signals import report_applied, report_received
 
     def boom(**kwargs):

@@ -36,11 +36,13 @@ def test_silent_nodes_are_flagged_with_bulk_records(settings):
     assert result.get() == 3
     assert set(m.Node.objects.filter(is_stale=True).values_list("pk", flat=True)) == {n.pk for n in silent}
     assert not m.Node.objects.filter(pk__in=[fresh.pk, never.pk, planned.pk, gone.pk], is_stale=True).exists()
-    records = m.ChangeRecord.objects.filter(content_type=ContentType.objects.get_for_model(m.Node),
-                                            changes__has_key="is_stale", action="update")
+    records = m.ChangeRecord.objects.filter(
+        content_type=ContentType.objects.get_for_model(m.Node), changes__has_key="is_stale", action="update"
+    )
     assert records.count() == 3
-    assert all(r.changes == {"is_stale": [False, True]} and r.source == "system" and "30 minutes" in r.reason
-               for r in records)
+    assert all(
+        r.changes == {"is_stale": [False, True]} and r.source == "system" and "30 minutes" in r.reason for r in records
+    )
     assert set(m.Node.objects.filter(is_stale=True).values_list("version", flat=True)) == {2}
     # Running again changes nothing.
     assert nodes_flag_stale() == 0 and records.count() == 3

@@ -17,6 +17,7 @@ def _warm_content_types() -> None:
     """Content types are cached per process in production; a cold cache would add one query per model."""
     ContentType.objects.get_for_models(m.Accelerator, m.Nic, m.NicPort, m.Node, m.InstalledSoftware)
 
+
 # First sight of a node's cards and NICs: token, locks, reads, one bulk write per kind of row, records, report.
 FIRST_REPORT_QUERIES = 21
 # Everything changes at once: facts, slots, firmware, an Xid on every card, port GUIDs, software.
@@ -26,10 +27,25 @@ UNCHANGED_REPORT_QUERIES = 2
 
 
 def _ib(count: int, node_pk: int, salt: str = "a") -> list[dict]:
-    return [{"ca": f"mlx5_{i}", "node_guid": f"0x{node_pk:010x}{i:04x}{salt}0", "firmware": "28.39.1002",
-             "ports": [{"port": 1, "state": "active", "phys_state": "linkup", "rate_gbps": 400,
-                        "port_guid": f"0x{node_pk:010x}{i:04x}{salt}1", "link_layer": "infiniband", "lid": 7}]}
-            for i in range(count)]
+    return [
+        {
+            "ca": f"mlx5_{i}",
+            "node_guid": f"0x{node_pk:010x}{i:04x}{salt}0",
+            "firmware": "28.39.1002",
+            "ports": [
+                {
+                    "port": 1,
+                    "state": "active",
+                    "phys_state": "linkup",
+                    "rate_gbps": 400,
+                    "port_guid": f"0x{node_pk:010x}{i:04x}{salt}1",
+                    "link_layer": "infiniband",
+                    "lid": 7,
+                }
+            ],
+        }
+        for i in range(count)
+    ]
 
 
 @pytest.mark.parametrize("count", [1, 16])

@@ -32,15 +32,18 @@ def test_first_report_creates_cards_with_placements_and_agent_records(post):
     assert body["status"] == "applied" and body["summary"]["cards_created"] == 8
     cards = m.Accelerator.objects.filter(node=node).order_by("slot_index")
     assert [c.slot_index for c in cards] == list(range(8))
-    assert all(c.lifecycle == "installed" and c.site_id == node.site_id and c.model.name == "H100-SXM5-80GB"
-               for c in cards)
+    assert all(
+        c.lifecycle == "installed" and c.site_id == node.site_id and c.model.name == "H100-SXM5-80GB" for c in cards
+    )
     assert m.AcceleratorPlacement.objects.filter(accelerator__node=node, ended_at__isnull=True).count() == 8
     records = m.ChangeRecord.objects.filter(correlation_id=body["report_id"])
     assert {r.source for r in records} == {"agent"} and not m.ChangeRecord.objects.filter(source="agent").exclude(
-        correlation_id=body["report_id"]).exists()
+        correlation_id=body["report_id"]
+    ).exists()
     assert records.filter(content_type=ContentType.objects.get_for_model(m.Accelerator), action="create").count() == 8
-    assert set(m.AcceleratorPlacement.objects.filter(accelerator__node=node).values_list("source", "correlation_id")) \
-        == {("agent", body["report_id"])}
+    assert set(
+        m.AcceleratorPlacement.objects.filter(accelerator__node=node).values_list("source", "correlation_id")
+    ) == {("agent", body["report_id"])}
     report_row = Report.objects.get(pk=body["report_id"])
     assert report_row.status == "applied" and report_row.payload["hostname"] == node.hostname
     node.refresh_from_db()
@@ -63,8 +66,13 @@ def test_full_reconcile_of_an_unchanged_report_is_idempotent_too(token, node, po
     _always_full(settings)
     report = report_of(node)
     report["accelerators"][2]["health"]["xid_events"] = [
-        {"xid": 79, "pci_bus_id": report["accelerators"][2]["pci_bus_id"], "message": "GPU has fallen off the bus.",
-         "occurred_at": "2026-11-29T10:00:00Z"}]
+        {
+            "xid": 79,
+            "pci_bus_id": report["accelerators"][2]["pci_bus_id"],
+            "message": "GPU has fallen off the bus.",
+            "occurred_at": "2026-11-29T10:00:00Z",
+        }
+    ]
     assert post(report, token).json()["status"] == "applied"
     counts = _counts()
     event = m.HealthEvent.objects.get(kind="xid")
@@ -109,8 +117,9 @@ def test_missing_card_is_flagged_not_deleted(token, node, post):
 
 
 def test_collector_error_does_not_flag_cards_missing(token, node, post):
-    report = report_of(node, accelerators=[],
-                       collector_errors=[{"collector": "nvidia", "error": "nvidia-smi timed out after 30s"}])
+    report = report_of(
+        node, accelerators=[], collector_errors=[{"collector": "nvidia", "error": "nvidia-smi timed out after 30s"}]
+    )
     post(report, token)
     assert not m.Accelerator.objects.filter(node=node, is_missing=True).exists()
 
@@ -133,8 +142,11 @@ def test_card_moved_between_nodes_keeps_its_placement_history(token, node, post)
     assert history[1].source == "agent" and history[1].correlation_id == body["report_id"]
     moved_event = m.HealthEvent.objects.get(kind="moved", accelerator=card)
     assert node.hostname in moved_event.message and moved_event.resolved_at is not None
-    record = m.ChangeRecord.objects.get(correlation_id=body["report_id"], object_id=card.pk,
-                                        content_type=ContentType.objects.get_for_model(m.Accelerator))
+    record = m.ChangeRecord.objects.get(
+        correlation_id=body["report_id"],
+        object_id=card.pk,
+        content_type=ContentType.objects.get_for_model(m.Accelerator),
+    )
     assert record.changes["node_id"] == [node.pk, other.pk]
     out = m.Accelerator.objects.get(serial=replaced["serial"])
     assert out.is_missing and out.slot_index is None and out.health != "failed"
@@ -156,8 +168,9 @@ def test_cards_swapping_slots_in_one_node(token, node, post):
 
 
 def test_serial_of_a_card_in_stock_is_a_conflict_and_the_stock_record_stays(token, node, post, stock):
-    spare = AcceleratorFactory(node=None, stock_location=stock, lifecycle="in_stock", site=stock.site,
-                               slot_index=None, serial="1654SPARE0001")
+    spare = AcceleratorFactory(
+        node=None, stock_location=stock, lifecycle="in_stock", site=stock.site, slot_index=None, serial="1654SPARE0001"
+    )
     report = report_of(node)
     replaced = report["accelerators"][7]
     report["accelerators"][7] = {**replaced, "serial": spare.serial, "serial_raw": spare.serial, "uuid": None}
@@ -200,8 +213,16 @@ def test_locked_fields_are_not_overwritten(token, node, post):
 
 def test_unknown_model_becomes_a_catalog_entry_to_review(token, node, post):
     report = report_of(node)
-    report["accelerators"].append({**report["accelerators"][0], "serial": "1654NEW00001", "uuid": None, "index": 8,
-                                   "model": "NVIDIA B200", "pci_bus_id": "0000:f0:00.0"})
+    report["accelerators"].append(
+        {
+            **report["accelerators"][0],
+            "serial": "1654NEW00001",
+            "uuid": None,
+            "index": 8,
+            "model": "NVIDIA B200",
+            "pci_bus_id": "0000:f0:00.0",
+        }
+    )
     post(report, token)
     card = m.Accelerator.objects.get(serial="1654NEW00001")
     assert card.model.name == "NVIDIA B200" and card.model.vendor.slug == "nvidia"
@@ -225,28 +246,42 @@ def test_nic_port_guid_change_and_missing_hca(token, node, post):
     port = m.NicPort.objects.get(nic__node=node, nic__name="mlx5_0")
     assert port.guid == "0x0000deadbeef0001"
     assert m.Nic.objects.get(node=node, name=dropped["ca"]).is_missing
-    assert m.ChangeRecord.objects.filter(correlation_id=body["report_id"], object_id=port.pk,
-                                         content_type=ContentType.objects.get_for_model(m.NicPort)).exists()
+    assert m.ChangeRecord.objects.filter(
+        correlation_id=body["report_id"], object_id=port.pk, content_type=ContentType.objects.get_for_model(m.NicPort)
+    ).exists()
 
 
 def test_new_netdev_nic_is_created_with_its_port(token, node, post):
     report = report_of(node)
-    report["nics"].append({"name": "eno1", "mac": "B8:3F:D2:00:00:01", "speed_mbps": 25000, "state": "up",
-                           "kind": "physical", "pci_bus_id": "0000:31:00.0"})
-    report["nics"].append({"name": "bond0", "mac": "b8:3f:d2:00:00:01", "speed_mbps": None, "state": "up",
-                           "kind": "bond"})
+    report["nics"].append(
+        {
+            "name": "eno1",
+            "mac": "B8:3F:D2:00:00:01",
+            "speed_mbps": 25000,
+            "state": "up",
+            "kind": "physical",
+            "pci_bus_id": "0000:31:00.0",
+        }
+    )
+    report["nics"].append(
+        {"name": "bond0", "mac": "b8:3f:d2:00:00:01", "speed_mbps": None, "state": "up", "kind": "bond"}
+    )
     post(report, token)
     nic = m.Nic.objects.get(node=node, name="eno1")
     assert nic.kind == "ethernet" and nic.pci_bus_id == "0000:31:00.0"
     assert list(nic.ports.values_list("name", "mac", "speed_mbps", "link_state")) == [
-        ("1", "b8:3f:d2:00:00:01", 25000, "up")]
+        ("1", "b8:3f:d2:00:00:01", 25000, "up")
+    ]
     assert not m.Nic.objects.filter(name="bond0").exists()
 
 
 def test_software_versions_are_upserted(token, node, post):
     report = report_of(node)
-    report["software"] = [{"component": "nvidia-driver", "version": "570.133.20"},
-                          {"component": "cuda", "version": "12.8"}, {"component": "nccl", "version": "2.21"}]
+    report["software"] = [
+        {"component": "nvidia-driver", "version": "570.133.20"},
+        {"component": "cuda", "version": "12.8"},
+        {"component": "nccl", "version": "2.21"},
+    ]
     post(report, token)
     installed = dict(m.InstalledSoftware.objects.filter(node=node).values_list("component", "version"))
     assert installed == {"nvidia-driver": "570.133.20", "cuda": "12.8"}

@@ -22,9 +22,23 @@ AGENT_DATA = REPO / "tests" / "inventory_agents" / "agent" / "data"
 
 def _collect(folder: Path, tmp_path: Path) -> dict:
     env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONDONTWRITEBYTECODE="1")
-    done = subprocess.run([sys.executable, "-m", "inventory_agents.agent", "collect", "--from-dir", str(folder),
-                           "--state-dir", str(tmp_path / "state")], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "inventory_agents.agent",
+            "collect",
+            "--from-dir",
+            str(folder),
+            "--state-dir",
+            str(tmp_path / "state"),
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -40,10 +54,16 @@ def _folder(tmp_path: Path, *parts: Path, files: dict[str, Path] | None = None) 
 
 def test_nvidia_node_round_trip(tmp_path, post, shared_fixtures, failed_calls):
     model = AcceleratorModelFactory(name="A100-SXM4-80GB", aliases=["NVIDIA A100-SXM4-80GB"])
-    folder = _folder(tmp_path, AGENT_DATA / "node-common", files={
-        "nvidia-smi-q-x.xml": shared_fixtures / "nvidia-smi-xml" / "telegraf_a100-sxm4-80gb_4gpu_mig_driver535_v12.xml",
-        "dmidecode.txt": shared_fixtures / "dmidecode" / "netboxagent_supermicro-sys-5039ms-h12trf.txt",
-    })
+    folder = _folder(
+        tmp_path,
+        AGENT_DATA / "node-common",
+        files={
+            "nvidia-smi-q-x.xml": shared_fixtures
+            / "nvidia-smi-xml"
+            / "telegraf_a100-sxm4-80gb_4gpu_mig_driver535_v12.xml",
+            "dmidecode.txt": shared_fixtures / "dmidecode" / "netboxagent_supermicro-sys-5039ms-h12trf.txt",
+        },
+    )
     report = _collect(folder, tmp_path)
     # The CMDB keeps the short name; the agent reports the FQDN.
     node = NodeFactory(hostname=report["hostname"].split(".")[0], serial=report["system"]["serial"])

@@ -30,9 +30,15 @@ class HugeBody:
 
 def test_50_megabyte_body_is_413_without_being_read(node, token, client):
     body = HugeBody(50 * 1024 * 1024)
-    response = client.generic("POST", REPORTS_URL, b"", content_type="application/json",
-                              HTTP_AUTHORIZATION=f"Token {token}", CONTENT_LENGTH=str(body.size),
-                              **{"wsgi.input": body})
+    response = client.generic(
+        "POST",
+        REPORTS_URL,
+        b"",
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Token {token}",
+        CONTENT_LENGTH=str(body.size),
+        **{"wsgi.input": body},
+    )
     assert response.status_code == 413
     payload = response.json()
     assert payload["error"] == "report_too_large" and payload["max_bytes"] == 2 * 1024 * 1024
@@ -111,6 +117,11 @@ def test_extra_nested_fields_are_tolerated(node, token, post):
 
 
 def test_json_body_of_another_content_type_is_still_read(node, token, client):
-    response = client.generic("POST", REPORTS_URL, json.dumps(report_of(node)).encode(), content_type="text/plain",
-                              HTTP_AUTHORIZATION=f"Token {token}")
+    response = client.generic(
+        "POST",
+        REPORTS_URL,
+        json.dumps(report_of(node)).encode(),
+        content_type="text/plain",
+        HTTP_AUTHORIZATION=f"Token {token}",
+    )
     assert response.status_code == 200

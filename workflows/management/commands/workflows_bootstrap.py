@@ -12,14 +12,20 @@ from gpuops.context import ChangeSource, change_context
 from workflows.services.bootstrap import groups_bootstrap
 from workflows.services.health import on_accelerator_failed
 
-DEMO_USERS = [("lead", "ops-leads"), ("tech", "dc-technicians"), ("approver1", "change-approvers"),
-              ("approver2", "change-approvers")]
+DEMO_USERS = [
+    ("lead", "ops-leads"),
+    ("tech", "dc-technicians"),
+    ("approver1", "change-approvers"),
+    ("approver2", "change-approvers"),
+]
 
 
 class Command(BaseCommand):
-    help = ("Create the ops-leads, dc-technicians and change-approvers groups with their permissions. "
-            "--demo-users makes one user per group; --open-repairs opens a repair for every failed card that has "
-            "an open health event and no open ticket (as the health hook would have).")
+    help = (
+        "Create the ops-leads, dc-technicians and change-approvers groups with their permissions. "
+        "--demo-users makes one user per group; --open-repairs opens a repair for every failed card that has "
+        "an open health event and no open ticket (as the health hook would have)."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--demo-users", action="store_true")
@@ -35,7 +41,8 @@ class Command(BaseCommand):
             user_model = get_user_model()
             for username, group in DEMO_USERS:
                 user, created = user_model.objects.get_or_create(
-                    username=username, defaults={"email": f"{username}@example.com", "is_staff": True})
+                    username=username, defaults={"email": f"{username}@example.com", "is_staff": True}
+                )
                 if created:
                     user.set_password(password)
                     user.save()
@@ -47,12 +54,21 @@ class Command(BaseCommand):
         if open_repairs:
             opened = 0
             with change_context(source=ChangeSource.SYSTEM):
-                events = HealthEvent.objects.filter(resolved_at__isnull=True, accelerator__health="failed",
-                                                    accelerator__lifecycle="installed").select_related("accelerator")
+                events = HealthEvent.objects.filter(
+                    resolved_at__isnull=True, accelerator__health="failed", accelerator__lifecycle="installed"
+                ).select_related("accelerator")
                 for event in events:
                     card: Accelerator = event.accelerator
-                    on_accelerator_failed(AcceleratorFailure(
-                        accelerator_id=card.pk, node_id=card.node_id, health_event_id=event.pk, kind=event.kind,
-                        code=event.code, message=event.message, is_repeat=False))
+                    on_accelerator_failed(
+                        AcceleratorFailure(
+                            accelerator_id=card.pk,
+                            node_id=card.node_id,
+                            health_event_id=event.pk,
+                            kind=event.kind,
+                            code=event.code,
+                            message=event.message,
+                            is_repeat=False,
+                        )
+                    )
                     opened += 1
             self.stdout.write(f"repair tickets opened or updated: {opened}")

@@ -8,232 +8,487 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('cmdb', '0002_stock_ledger'),
-        ('workflows', '0001_initial'),
+        ("cmdb", "0002_stock_ledger"),
+        ("workflows", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='NodeRun',
+            name="NodeRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('hostname', models.CharField(max_length=253)),
-                ('action', models.CharField(choices=[('upgrade', 'Install target'), ('revert', 'Roll back to previous')], default='upgrade', max_length=8)),
-                ('position', models.PositiveIntegerField(default=0, help_text='Order within the wave.')),
-                ('previous_version', models.CharField(max_length=64)),
-                ('target_version', models.CharField(max_length=64)),
-                ('state', models.CharField(choices=[('pending', 'Pending'), ('draining', 'Draining'), ('installing', 'Installing'), ('rebooting', 'Rebooting'), ('verifying', 'Verifying'), ('resuming', 'Resuming'), ('rolling_back', 'Rolling back'), ('succeeded', 'Succeeded'), ('failed', 'Failed (rolled back, left drained)'), ('cancelled', 'Cancelled')], db_index=True, default='pending', max_length=16)),
-                ('status_before', models.CharField(blank=True, help_text='Node status when drained; restored.', max_length=16)),
-                ('expected_serials', models.JSONField(blank=True, default=list)),
-                ('verify_since', models.DateTimeField(blank=True, help_text='Agent reports older than this do not count as verification.', null=True)),
-                ('is_flagged', models.BooleanField(default=False, help_text='Failed: needs a person (left drained, cordoned).')),
-                ('is_dry_run', models.BooleanField(default=False, help_text='The executor only logged its commands.')),
-                ('error', models.TextField(blank=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, db_index=True, null=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('node', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='cmdb.node')),
-                ('reverts', models.ForeignKey(blank=True, help_text='For a revert: the upgrade run it undoes.', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='rollouts.noderun')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("hostname", models.CharField(max_length=253)),
+                (
+                    "action",
+                    models.CharField(
+                        choices=[("upgrade", "Install target"), ("revert", "Roll back to previous")],
+                        default="upgrade",
+                        max_length=8,
+                    ),
+                ),
+                ("position", models.PositiveIntegerField(default=0, help_text="Order within the wave.")),
+                ("previous_version", models.CharField(max_length=64)),
+                ("target_version", models.CharField(max_length=64)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("draining", "Draining"),
+                            ("installing", "Installing"),
+                            ("rebooting", "Rebooting"),
+                            ("verifying", "Verifying"),
+                            ("resuming", "Resuming"),
+                            ("rolling_back", "Rolling back"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed (rolled back, left drained)"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        db_index=True,
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "status_before",
+                    models.CharField(blank=True, help_text="Node status when drained; restored.", max_length=16),
+                ),
+                ("expected_serials", models.JSONField(blank=True, default=list)),
+                (
+                    "verify_since",
+                    models.DateTimeField(
+                        blank=True, help_text="Agent reports older than this do not count as verification.", null=True
+                    ),
+                ),
+                (
+                    "is_flagged",
+                    models.BooleanField(default=False, help_text="Failed: needs a person (left drained, cordoned)."),
+                ),
+                ("is_dry_run", models.BooleanField(default=False, help_text="The executor only logged its commands.")),
+                ("error", models.TextField(blank=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, db_index=True, null=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "node",
+                    models.ForeignKey(
+                        null=True, on_delete=django.db.models.deletion.SET_NULL, related_name="+", to="cmdb.node"
+                    ),
+                ),
+                (
+                    "reverts",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="For a revert: the upgrade run it undoes.",
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="rollouts.noderun",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['wave__index', 'position', 'id'],
+                "ordering": ["wave__index", "position", "id"],
             },
         ),
         migrations.CreateModel(
-            name='NodeLogLine',
+            name="NodeLogLine",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('step', models.CharField(blank=True, max_length=16)),
-                ('at', models.DateTimeField()),
-                ('level', models.CharField(default='info', max_length=8)),
-                ('message', models.TextField()),
-                ('node_run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='log_lines', to='rollouts.noderun')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("step", models.CharField(blank=True, max_length=16)),
+                ("at", models.DateTimeField()),
+                ("level", models.CharField(default="info", max_length=8)),
+                ("message", models.TextField()),
+                (
+                    "node_run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="log_lines", to="rollouts.noderun"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['at', 'id'],
+                "ordering": ["at", "id"],
             },
         ),
         migrations.CreateModel(
-            name='ProvisioningRun',
+            name="ProvisioningRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('hostname', models.CharField(max_length=253)),
-                ('status', models.CharField(choices=[('pending', 'Not started'), ('running', 'Running'), ('waiting', 'Waiting (operator or external system)'), ('failed', 'Failed (operator: retry or roll back)'), ('done', 'Done: node active'), ('rolled_back', 'Rolled back'), ('cancelled', 'Cancelled')], db_index=True, default='pending', max_length=12)),
-                ('is_open', models.BooleanField(default=True)),
-                ('current_step', models.CharField(blank=True, max_length=24)),
-                ('error', models.TextField(blank=True)),
-                ('options', models.JSONField(blank=True, default=dict)),
-                ('position', models.PositiveSmallIntegerField(blank=True, null=True)),
-                ('face', models.CharField(blank=True, max_length=8)),
-                ('planned_link_ids', models.JSONField(blank=True, default=list)),
-                ('configured_ports', models.JSONField(blank=True, default=list, help_text='Switch ports pushed, with rollback.')),
-                ('os_install_ref', models.CharField(blank=True, help_text="The OS install system's job id.", max_length=200)),
-                ('correlation_id', models.CharField(db_index=True, max_length=64)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('cluster', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='cmdb.cluster')),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('node', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='cmdb.node')),
-                ('rack', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='cmdb.rack')),
-                ('ticket', models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='provisioning_run', to='workflows.ticket')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("hostname", models.CharField(max_length=253)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Not started"),
+                            ("running", "Running"),
+                            ("waiting", "Waiting (operator or external system)"),
+                            ("failed", "Failed (operator: retry or roll back)"),
+                            ("done", "Done: node active"),
+                            ("rolled_back", "Rolled back"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        db_index=True,
+                        default="pending",
+                        max_length=12,
+                    ),
+                ),
+                ("is_open", models.BooleanField(default=True)),
+                ("current_step", models.CharField(blank=True, max_length=24)),
+                ("error", models.TextField(blank=True)),
+                ("options", models.JSONField(blank=True, default=dict)),
+                ("position", models.PositiveSmallIntegerField(blank=True, null=True)),
+                ("face", models.CharField(blank=True, max_length=8)),
+                ("planned_link_ids", models.JSONField(blank=True, default=list)),
+                (
+                    "configured_ports",
+                    models.JSONField(blank=True, default=list, help_text="Switch ports pushed, with rollback."),
+                ),
+                (
+                    "os_install_ref",
+                    models.CharField(blank=True, help_text="The OS install system's job id.", max_length=200),
+                ),
+                ("correlation_id", models.CharField(db_index=True, max_length=64)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="cmdb.cluster",
+                    ),
+                ),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "node",
+                    models.ForeignKey(
+                        null=True, on_delete=django.db.models.deletion.SET_NULL, related_name="+", to="cmdb.node"
+                    ),
+                ),
+                (
+                    "rack",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="cmdb.rack",
+                    ),
+                ),
+                (
+                    "ticket",
+                    models.OneToOneField(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="provisioning_run",
+                        to="workflows.ticket",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='ProvisioningLogLine',
+            name="ProvisioningLogLine",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('step', models.CharField(blank=True, max_length=24)),
-                ('at', models.DateTimeField()),
-                ('level', models.CharField(default='info', max_length=8)),
-                ('message', models.TextField()),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='log_lines', to='rollouts.provisioningrun')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("step", models.CharField(blank=True, max_length=24)),
+                ("at", models.DateTimeField()),
+                ("level", models.CharField(default="info", max_length=8)),
+                ("message", models.TextField()),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="log_lines",
+                        to="rollouts.provisioningrun",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['at', 'id'],
+                "ordering": ["at", "id"],
             },
         ),
         migrations.CreateModel(
-            name='ProvisioningStep',
+            name="ProvisioningStep",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('name', models.CharField(max_length=24)),
-                ('status', models.CharField(db_index=True, default='pending', max_length=12)),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('wake_at', models.DateTimeField(blank=True, db_index=True, null=True)),
-                ('state', models.JSONField(blank=True, default=dict)),
-                ('message', models.CharField(blank=True, max_length=500)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('claimed_at', models.DateTimeField(blank=True, null=True)),
-                ('ended_at', models.DateTimeField(blank=True, null=True)),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='steps', to='rollouts.provisioningrun')),
+                ("id", models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
+                ("name", models.CharField(max_length=24)),
+                ("status", models.CharField(db_index=True, default="pending", max_length=12)),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                ("wake_at", models.DateTimeField(blank=True, db_index=True, null=True)),
+                ("state", models.JSONField(blank=True, default=dict)),
+                ("message", models.CharField(blank=True, max_length=500)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("claimed_at", models.DateTimeField(blank=True, null=True)),
+                ("ended_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="steps", to="rollouts.provisioningrun"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['created_at'],
+                "ordering": ["created_at"],
             },
         ),
         migrations.CreateModel(
-            name='Rollout',
+            name="Rollout",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('component', models.CharField(max_length=32)),
-                ('target_version', models.CharField(max_length=64)),
-                ('selector', models.JSONField(default=dict, help_text='How nodes were selected (cluster, site, model, tags, list).')),
-                ('options', models.JSONField(default=dict, help_text='Wave sizes, limits, failure budgets, timeouts.')),
-                ('plan', models.JSONField(default=dict, help_text='Refused and skipped nodes with reasons; limits used.')),
-                ('status', models.CharField(choices=[('planned', 'Planned'), ('running', 'Running'), ('paused', 'Paused'), ('aborting', 'Aborting (waiting for nodes in flight)'), ('aborted', 'Aborted'), ('completed', 'Completed'), ('rolling_back', 'Rolling back all'), ('rolled_back', 'Rolled back'), ('cancelled', 'Cancelled before start')], db_index=True, default='planned', max_length=16)),
-                ('paused_reason', models.CharField(blank=True, max_length=500)),
-                ('correlation_id', models.CharField(db_index=True, max_length=64)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('package', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='rollouts', to='cmdb.driverpackage')),
-                ('ticket', models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='rollout', to='workflows.ticket')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("component", models.CharField(max_length=32)),
+                ("target_version", models.CharField(max_length=64)),
+                (
+                    "selector",
+                    models.JSONField(
+                        default=dict, help_text="How nodes were selected (cluster, site, model, tags, list)."
+                    ),
+                ),
+                ("options", models.JSONField(default=dict, help_text="Wave sizes, limits, failure budgets, timeouts.")),
+                (
+                    "plan",
+                    models.JSONField(default=dict, help_text="Refused and skipped nodes with reasons; limits used."),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("planned", "Planned"),
+                            ("running", "Running"),
+                            ("paused", "Paused"),
+                            ("aborting", "Aborting (waiting for nodes in flight)"),
+                            ("aborted", "Aborted"),
+                            ("completed", "Completed"),
+                            ("rolling_back", "Rolling back all"),
+                            ("rolled_back", "Rolled back"),
+                            ("cancelled", "Cancelled before start"),
+                        ],
+                        db_index=True,
+                        default="planned",
+                        max_length=16,
+                    ),
+                ),
+                ("paused_reason", models.CharField(blank=True, max_length=500)),
+                ("correlation_id", models.CharField(db_index=True, max_length=64)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "package",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="rollouts", to="cmdb.driverpackage"
+                    ),
+                ),
+                (
+                    "ticket",
+                    models.OneToOneField(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="rollout",
+                        to="workflows.ticket",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at", "-id"],
             },
         ),
         migrations.AddField(
-            model_name='noderun',
-            name='rollout',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='node_runs', to='rollouts.rollout'),
+            model_name="noderun",
+            name="rollout",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE, related_name="node_runs", to="rollouts.rollout"
+            ),
         ),
         migrations.CreateModel(
-            name='RolloutWave',
+            name="RolloutWave",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('index', models.PositiveIntegerField()),
-                ('kind', models.CharField(choices=[('canary', 'Canary'), ('wave', 'Wave'), ('revert', 'Roll back all')], max_length=8)),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('running', 'Running'), ('done', 'Done'), ('cancelled', 'Cancelled')], default='pending', max_length=12)),
-                ('failure_budget', models.PositiveIntegerField(default=0)),
-                ('failure_allowance', models.PositiveIntegerField(default=0)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('rollout', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='waves', to='rollouts.rollout')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("index", models.PositiveIntegerField()),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[("canary", "Canary"), ("wave", "Wave"), ("revert", "Roll back all")], max_length=8
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("running", "Running"),
+                            ("done", "Done"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        default="pending",
+                        max_length=12,
+                    ),
+                ),
+                ("failure_budget", models.PositiveIntegerField(default=0)),
+                ("failure_allowance", models.PositiveIntegerField(default=0)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "rollout",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="waves", to="rollouts.rollout"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['rollout_id', 'index'],
+                "ordering": ["rollout_id", "index"],
             },
         ),
         migrations.AddField(
-            model_name='noderun',
-            name='wave',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='node_runs', to='rollouts.rolloutwave'),
+            model_name="noderun",
+            name="wave",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE, related_name="node_runs", to="rollouts.rolloutwave"
+            ),
         ),
         migrations.CreateModel(
-            name='NodeLock',
+            name="NodeLock",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('owner_key', models.CharField(db_index=True, max_length=64)),
-                ('owner_label', models.CharField(max_length=100)),
-                ('reason', models.CharField(blank=True, max_length=300)),
-                ('acquired_at', models.DateTimeField()),
-                ('released_at', models.DateTimeField(blank=True, null=True)),
-                ('node', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='change_locks', to='cmdb.node')),
-                ('ticket', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='workflows.ticket')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("owner_key", models.CharField(db_index=True, max_length=64)),
+                ("owner_label", models.CharField(max_length=100)),
+                ("reason", models.CharField(blank=True, max_length=300)),
+                ("acquired_at", models.DateTimeField()),
+                ("released_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "node",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="change_locks", to="cmdb.node"
+                    ),
+                ),
+                (
+                    "ticket",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="workflows.ticket",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-acquired_at', '-id'],
-                'indexes': [models.Index(fields=['owner_key', 'released_at'], name='rollouts_no_owner_k_9c923f_idx')],
-                'constraints': [models.UniqueConstraint(condition=models.Q(('released_at__isnull', True)), fields=('node',), name='nodelock_one_active_per_node')],
+                "ordering": ["-acquired_at", "-id"],
+                "indexes": [models.Index(fields=["owner_key", "released_at"], name="rollouts_no_owner_k_9c923f_idx")],
+                "constraints": [
+                    models.UniqueConstraint(
+                        condition=models.Q(("released_at__isnull", True)),
+                        fields=("node",),
+                        name="nodelock_one_active_per_node",
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='NodeStep',
+            name="NodeStep",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('name', models.CharField(max_length=16)),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('running', 'Running'), ('waiting', 'Waiting'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('cancelled', 'Cancelled')], db_index=True, default='pending', max_length=12)),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('wake_at', models.DateTimeField(blank=True, db_index=True, null=True)),
-                ('state', models.JSONField(blank=True, default=dict)),
-                ('message', models.CharField(blank=True, max_length=500)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('claimed_at', models.DateTimeField(blank=True, help_text='When the current attempt started.', null=True)),
-                ('ended_at', models.DateTimeField(blank=True, null=True)),
-                ('node_run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='steps', to='rollouts.noderun')),
+                ("id", models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
+                ("name", models.CharField(max_length=16)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("running", "Running"),
+                            ("waiting", "Waiting"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        db_index=True,
+                        default="pending",
+                        max_length=12,
+                    ),
+                ),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                ("wake_at", models.DateTimeField(blank=True, db_index=True, null=True)),
+                ("state", models.JSONField(blank=True, default=dict)),
+                ("message", models.CharField(blank=True, max_length=500)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "claimed_at",
+                    models.DateTimeField(blank=True, help_text="When the current attempt started.", null=True),
+                ),
+                ("ended_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "node_run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="steps", to="rollouts.noderun"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['created_at'],
-                'indexes': [models.Index(fields=['status', 'wake_at'], name='rollouts_no_status_18cf3f_idx')],
-                'constraints': [models.UniqueConstraint(fields=('node_run', 'name'), name='nodestep_once_per_run')],
+                "ordering": ["created_at"],
+                "indexes": [models.Index(fields=["status", "wake_at"], name="rollouts_no_status_18cf3f_idx")],
+                "constraints": [models.UniqueConstraint(fields=("node_run", "name"), name="nodestep_once_per_run")],
             },
         ),
         migrations.AddConstraint(
-            model_name='provisioningrun',
-            constraint=models.UniqueConstraint(condition=models.Q(('is_open', True)), fields=('node',), name='provisioning_one_open_per_node'),
+            model_name="provisioningrun",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("is_open", True)), fields=("node",), name="provisioning_one_open_per_node"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='provisioningstep',
-            constraint=models.UniqueConstraint(fields=('run', 'name'), name='provisioningstep_once_per_run'),
+            model_name="provisioningstep",
+            constraint=models.UniqueConstraint(fields=("run", "name"), name="provisioningstep_once_per_run"),
         ),
         migrations.AddConstraint(
-            model_name='rolloutwave',
-            constraint=models.UniqueConstraint(fields=('rollout', 'index'), name='rolloutwave_unique_index'),
+            model_name="rolloutwave",
+            constraint=models.UniqueConstraint(fields=("rollout", "index"), name="rolloutwave_unique_index"),
         ),
         migrations.AddIndex(
-            model_name='noderun',
-            index=models.Index(fields=['rollout', 'state'], name='rollouts_no_rollout_1bb1f2_idx'),
+            model_name="noderun",
+            index=models.Index(fields=["rollout", "state"], name="rollouts_no_rollout_1bb1f2_idx"),
         ),
         migrations.AddIndex(
-            model_name='noderun',
-            index=models.Index(fields=['wave', 'state'], name='rollouts_no_wave_id_32a70d_idx'),
+            model_name="noderun",
+            index=models.Index(fields=["wave", "state"], name="rollouts_no_wave_id_32a70d_idx"),
         ),
         migrations.AddConstraint(
-            model_name='noderun',
-            constraint=models.UniqueConstraint(condition=models.Q(('node__isnull', False)), fields=('rollout', 'node', 'action'), name='noderun_once_per_action'),
+            model_name="noderun",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("node__isnull", False)),
+                fields=("rollout", "node", "action"),
+                name="noderun_once_per_action",
+            ),
         ),
     ]

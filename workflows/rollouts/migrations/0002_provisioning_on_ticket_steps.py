@@ -4,38 +4,39 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('rollouts', '0001_initial'),
+        ("rollouts", "0001_initial"),
     ]
 
     # ProvisioningStep goes with its table (a RemoveField of its FK first would make SQLite rebuild the table
     # around a unique constraint that names the field).
     operations = [
         migrations.AddField(
-            model_name='provisioningrun',
-            name='baseline',
-            field=models.JSONField(blank=True, default=list, help_text='[[component, version], ...] installed.'),
+            model_name="provisioningrun",
+            name="baseline",
+            field=models.JSONField(blank=True, default=list, help_text="[[component, version], ...] installed."),
         ),
         migrations.AddField(
-            model_name='provisioningrun',
-            name='os_install_message',
+            model_name="provisioningrun",
+            name="os_install_message",
             field=models.CharField(blank=True, max_length=500),
         ),
         migrations.AddField(
-            model_name='provisioningrun',
-            name='os_install_status',
-            field=models.CharField(blank=True, help_text='Last status reported or polled.', max_length=16),
+            model_name="provisioningrun",
+            name="os_install_status",
+            field=models.CharField(blank=True, help_text="Last status reported or polled.", max_length=16),
         ),
         migrations.AlterField(
-            model_name='provisioningrun',
-            name='os_install_ref',
-            field=models.CharField(blank=True, db_index=True, help_text="The OS install system's job id.", max_length=200),
+            model_name="provisioningrun",
+            name="os_install_ref",
+            field=models.CharField(
+                blank=True, db_index=True, help_text="The OS install system's job id.", max_length=200
+            ),
         ),
         migrations.DeleteModel(
-            name='ProvisioningLogLine',
+            name="ProvisioningLogLine",
         ),
         migrations.DeleteModel(
-            name='ProvisioningStep',
+            name="ProvisioningStep",
         ),
     ]

@@ -4,15 +4,30 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('rollouts', '0002_provisioning_on_ticket_steps'),
+        ("rollouts", "0002_provisioning_on_ticket_steps"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='rollout',
-            name='status',
-            field=models.CharField(choices=[('preparing', 'Preparing the plan'), ('planned', 'Planned'), ('running', 'Running'), ('paused', 'Paused'), ('aborting', 'Aborting (waiting for nodes in flight)'), ('aborted', 'Aborted'), ('completed', 'Completed'), ('rolling_back', 'Rolling back all'), ('rolled_back', 'Rolled back'), ('cancelled', 'Cancelled before start')], db_index=True, default='preparing', max_length=16),
+            model_name="rollout",
+            name="status",
+            field=models.CharField(
+                choices=[
+                    ("preparing", "Preparing the plan"),
+                    ("planned", "Planned"),
+                    ("running", "Running"),
+                    ("paused", "Paused"),
+                    ("aborting", "Aborting (waiting for nodes in flight)"),
+                    ("aborted", "Aborted"),
+                    ("completed", "Completed"),
+                    ("rolling_back", "Rolling back all"),
+                    ("rolled_back", "Rolled back"),
+                    ("cancelled", "Cancelled before start"),
+                ],
+                db_index=True,
+                default="preparing",
+                max_length=16,
+            ),
         ),
     ]

@@ -29,7 +29,6 @@ def options_no_limit_zero(apps, schema_editor) -> int:
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("rollouts", "0003_rollout_preparing"),
     ]

@@ -19,8 +19,7 @@ class NodeLock(models.Model):
     owner_key = models.CharField(max_length=64, db_index=True)
     owner_label = models.CharField(max_length=100)
     # SET_NULL: the lock row is history and outlives its ticket.
-    ticket = models.ForeignKey("workflows.Ticket", null=True, blank=True, on_delete=models.SET_NULL,
-                               related_name="+")
+    ticket = models.ForeignKey("workflows.Ticket", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     reason = models.CharField(max_length=300, blank=True)
     acquired_at = models.DateTimeField()
     released_at = models.DateTimeField(null=True, blank=True)
@@ -28,8 +27,9 @@ class NodeLock(models.Model):
     class Meta:
         ordering = ["-acquired_at", "-id"]
         constraints = [
-            models.UniqueConstraint(fields=["node"], condition=Q(released_at__isnull=True),
-                                    name="nodelock_one_active_per_node"),
+            models.UniqueConstraint(
+                fields=["node"], condition=Q(released_at__isnull=True), name="nodelock_one_active_per_node"
+            ),
         ]
         indexes = [models.Index(fields=["owner_key", "released_at"])]
 

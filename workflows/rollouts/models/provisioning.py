@@ -29,12 +29,14 @@ class ProvisioningRun(models.Model):
     unique constraint) and a node lock for the whole run.
     """
 
-    ticket = models.OneToOneField("workflows.Ticket", null=True, blank=True, on_delete=models.SET_NULL,
-                                  related_name="provisioning_run")
+    ticket = models.OneToOneField(
+        "workflows.Ticket", null=True, blank=True, on_delete=models.SET_NULL, related_name="provisioning_run"
+    )
     node = models.ForeignKey("cmdb.Node", null=True, on_delete=models.SET_NULL, related_name="+")
     hostname = models.CharField(max_length=253)
-    status = models.CharField(max_length=12, choices=ProvisioningStatus.choices, default=ProvisioningStatus.PENDING,
-                              db_index=True)
+    status = models.CharField(
+        max_length=12, choices=ProvisioningStatus.choices, default=ProvisioningStatus.PENDING, db_index=True
+    )
     is_open = models.BooleanField(default=True)
     current_step = models.CharField(max_length=24, blank=True)
     error = models.TextField(blank=True)
@@ -47,14 +49,16 @@ class ProvisioningRun(models.Model):
     face = models.CharField(max_length=8, blank=True)
     planned_link_ids = models.JSONField(default=list, blank=True)
     configured_ports = models.JSONField(default=list, blank=True, help_text="Switch ports pushed, with rollback.")
-    os_install_ref = models.CharField(max_length=200, blank=True, db_index=True,
-                                      help_text="The OS install system's job id.")
+    os_install_ref = models.CharField(
+        max_length=200, blank=True, db_index=True, help_text="The OS install system's job id."
+    )
     os_install_status = models.CharField(max_length=16, blank=True, help_text="Last status reported or polled.")
     os_install_message = models.CharField(max_length=500, blank=True)
     baseline = models.JSONField(default=list, blank=True, help_text="[[component, version], ...] installed.")
     correlation_id = models.CharField(max_length=64, db_index=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -24,8 +24,13 @@ class RolloutStatus(models.TextChoices):
 
 
 # Statuses in which the rollout holds its node locks (a preparing rollout has taken none yet).
-LOCKING_STATUSES = (RolloutStatus.PLANNED, RolloutStatus.RUNNING, RolloutStatus.PAUSED, RolloutStatus.ABORTING,
-                    RolloutStatus.ROLLING_BACK)
+LOCKING_STATUSES = (
+    RolloutStatus.PLANNED,
+    RolloutStatus.RUNNING,
+    RolloutStatus.PAUSED,
+    RolloutStatus.ABORTING,
+    RolloutStatus.ROLLING_BACK,
+)
 FINAL_STATUSES = (RolloutStatus.ABORTED, RolloutStatus.COMPLETED, RolloutStatus.ROLLED_BACK, RolloutStatus.CANCELLED)
 
 
@@ -39,8 +44,9 @@ class Rollout(models.Model):
     `correlation_id` is the ticket's when the rollout belongs to one, so every CMDB change it makes carries it.
     """
 
-    ticket = models.OneToOneField("workflows.Ticket", null=True, blank=True, on_delete=models.SET_NULL,
-                                  related_name="rollout")
+    ticket = models.OneToOneField(
+        "workflows.Ticket", null=True, blank=True, on_delete=models.SET_NULL, related_name="rollout"
+    )
     # PROTECT: a package that was rolled out somewhere is history; deleting it would orphan the rollback command.
     package = models.ForeignKey("cmdb.DriverPackage", on_delete=models.PROTECT, related_name="rollouts")
     component = models.CharField(max_length=32)
@@ -48,12 +54,14 @@ class Rollout(models.Model):
     selector = models.JSONField(default=dict, help_text="How nodes were selected (cluster, site, model, tags, list).")
     options = models.JSONField(default=dict, help_text="Wave sizes, limits, failure budgets, timeouts.")
     plan = models.JSONField(default=dict, help_text="Refused and skipped nodes with reasons; limits used.")
-    status = models.CharField(max_length=16, choices=RolloutStatus.choices, default=RolloutStatus.PREPARING,
-                              db_index=True)
+    status = models.CharField(
+        max_length=16, choices=RolloutStatus.choices, default=RolloutStatus.PREPARING, db_index=True
+    )
     paused_reason = models.CharField(max_length=500, blank=True)
     correlation_id = models.CharField(max_length=64, db_index=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -131,8 +139,14 @@ class NodeRunState(models.TextChoices):
 
 
 TERMINAL_NODE_STATES = (NodeRunState.SUCCEEDED, NodeRunState.FAILED, NodeRunState.CANCELLED)
-IN_FLIGHT_NODE_STATES = (NodeRunState.DRAINING, NodeRunState.INSTALLING, NodeRunState.REBOOTING,
-                         NodeRunState.VERIFYING, NodeRunState.RESUMING, NodeRunState.ROLLING_BACK)
+IN_FLIGHT_NODE_STATES = (
+    NodeRunState.DRAINING,
+    NodeRunState.INSTALLING,
+    NodeRunState.REBOOTING,
+    NodeRunState.VERIFYING,
+    NodeRunState.RESUMING,
+    NodeRunState.ROLLING_BACK,
+)
 
 
 class NodeRun(models.Model):
@@ -151,17 +165,23 @@ class NodeRun(models.Model):
     position = models.PositiveIntegerField(default=0, help_text="Order within the wave.")
     previous_version = models.CharField(max_length=64)
     target_version = models.CharField(max_length=64)
-    state = models.CharField(max_length=16, choices=NodeRunState.choices, default=NodeRunState.PENDING,
-                             db_index=True)
+    state = models.CharField(max_length=16, choices=NodeRunState.choices, default=NodeRunState.PENDING, db_index=True)
     status_before = models.CharField(max_length=16, blank=True, help_text="Node status when drained; restored.")
     expected_serials = models.JSONField(default=list, blank=True)
-    verify_since = models.DateTimeField(null=True, blank=True,
-                                        help_text="Agent reports older than this do not count as verification.")
+    verify_since = models.DateTimeField(
+        null=True, blank=True, help_text="Agent reports older than this do not count as verification."
+    )
     is_flagged = models.BooleanField(default=False, help_text="Failed: needs a person (left drained, cordoned).")
     is_dry_run = models.BooleanField(default=False, help_text="The executor only logged its commands.")
     error = models.TextField(blank=True)
-    reverts = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
-                                help_text="For a revert: the upgrade run it undoes.")
+    reverts = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="For a revert: the upgrade run it undoes.",
+    )
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -169,8 +189,9 @@ class NodeRun(models.Model):
     class Meta:
         ordering = ["wave__index", "position", "id"]
         constraints = [
-            models.UniqueConstraint(fields=["rollout", "node", "action"], condition=Q(node__isnull=False),
-                                    name="noderun_once_per_action"),
+            models.UniqueConstraint(
+                fields=["rollout", "node", "action"], condition=Q(node__isnull=False), name="noderun_once_per_action"
+            ),
         ]
         indexes = [models.Index(fields=["rollout", "state"]), models.Index(fields=["wave", "state"])]
 
@@ -204,8 +225,9 @@ class NodeStep(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     node_run = models.ForeignKey(NodeRun, on_delete=models.CASCADE, related_name="steps")
     name = models.CharField(max_length=16)
-    status = models.CharField(max_length=12, choices=NodeStepStatus.choices, default=NodeStepStatus.PENDING,
-                              db_index=True)
+    status = models.CharField(
+        max_length=12, choices=NodeStepStatus.choices, default=NodeStepStatus.PENDING, db_index=True
+    )
     attempts = models.PositiveIntegerField(default=0)
     wake_at = models.DateTimeField(null=True, blank=True, db_index=True)
     state = models.JSONField(default=dict, blank=True)

@@ -67,27 +67,38 @@ def rack_power_kw(rack_ids: list[int]) -> dict[int, Decimal]:
     return {r["rack_id"]: r["kw"] or Decimal(0) for r in rows}
 
 
-def position_find(node: Node, *, rack: Rack | None = None, position: int | None = None,
-                  cluster_id: int | None = None, face: str = RackFace.FRONT) -> Position:
+def position_find(
+    node: Node,
+    *,
+    rack: Rack | None = None,
+    position: int | None = None,
+    cluster_id: int | None = None,
+    face: str = RackFace.FRONT,
+) -> Position:
     """Choose a rack position for `node` (pure read). Raises PlacementError with the reason when none fits."""
     u_height = node.server_model.u_height
     draw = node.server_model.power_draw_kw or Decimal(0)
     if rack is not None:
         racks = [rack]
     else:
-        racks = list(Rack.objects.filter(room__site_id=node.site_id, status=RackStatus.ACTIVE)
-                     .select_related("room").order_by("room__name", "name"))
+        racks = list(
+            Rack.objects.filter(room__site_id=node.site_id, status=RackStatus.ACTIVE)
+            .select_related("room")
+            .order_by("room__name", "name")
+        )
         if cluster_id:
-            with_cluster = set(Node.objects.filter(cluster_id=cluster_id, rack__isnull=False)
-                               .values_list("rack_id", flat=True))
+            with_cluster = set(
+                Node.objects.filter(cluster_id=cluster_id, rack__isnull=False).values_list("rack_id", flat=True)
+            )
             racks.sort(key=lambda r: r.pk not in with_cluster)  # stable: keeps room/name order within each group
     if not racks:
         raise PlacementError(f"site {node.site} has no active rack")
     ids = [r.pk for r in racks]
     power = rack_power_kw(ids)
     occupied: dict[int, set[int]] = defaultdict(set)
-    for rack_id, unit in RackUnit.objects.filter(rack_id__in=ids, face=face).exclude(node_id=node.pk).values_list(
-            "rack_id", "unit"):
+    for rack_id, unit in (
+        RackUnit.objects.filter(rack_id__in=ids, face=face).exclude(node_id=node.pk).values_list("rack_id", "unit")
+    ):
         occupied[rack_id].add(unit)
     reasons = []
     for r in racks:
@@ -100,8 +111,9 @@ def position_find(node: Node, *, rack: Rack | None = None, position: int | None 
             reasons.append(f"{r} has no power budget recorded")
             continue
         if after > budget:
-            reasons.append(f"{r}: {power.get(r.pk, Decimal(0))} kW + {draw} kW = {after} kW exceeds its budget of "
-                           f"{budget} kW")
+            reasons.append(
+                f"{r}: {power.get(r.pk, Decimal(0))} kW + {draw} kW = {after} kW exceeds its budget of {budget} kW"
+            )
             continue
         if position is not None:
             problem = rack_overlap_errors(rack=r, position=position, u_height=u_height, face=face, node_id=node.pk)
@@ -114,15 +126,17 @@ def position_find(node: Node, *, rack: Rack | None = None, position: int | None 
             if bottom is None:
                 reasons.append(f"{r} has no {u_height} free contiguous U")
                 continue
-        return Position(rack_id=r.pk, position=bottom, face=face, rack_label=str(r), power_after_kw=after,
-                        power_budget_kw=budget)
+        return Position(
+            rack_id=r.pk, position=bottom, face=face, rack_label=str(r), power_after_kw=after, power_budget_kw=budget
+        )
     shown = "; ".join(reasons[:5]) + (f" (and {len(reasons) - 5} more racks)" if len(reasons) > 5 else "")
     raise PlacementError(f"no rack position for {node} ({u_height}U, {draw} kW): {shown}")
 
 
 @transaction.atomic
-def position_assign(node: Node, *, rack: Rack | None = None, position: int | None = None,
-                    cluster_id: int | None = None) -> Position:
+def position_assign(
+    node: Node, *, rack: Rack | None = None, position: int | None = None, cluster_id: int | None = None
+) -> Position:
     """Find and write a rack position. The candidate rack rows are locked first, so two provisionings cannot
     both count the same free U or the same power headroom; the RackUnit unique constraint is the last word."""
     if rack is not None:
@@ -165,16 +179,19 @@ def fabric_for(node: Node, *, cluster_id: int | None = None, fabric_id: int | No
     if fabric_id:
         return Fabric.objects.get(pk=fabric_id)
     if cluster_id:
-        used = (Link.objects.filter(a_nic_port__nic__node__cluster_id=cluster_id, fabric__purpose=FabricPurpose.COMPUTE)
-                .values_list("fabric_id", flat=True)[:500])
+        used = Link.objects.filter(
+            a_nic_port__nic__node__cluster_id=cluster_id, fabric__purpose=FabricPurpose.COMPUTE
+        ).values_list("fabric_id", flat=True)[:500]
         top = Counter(used).most_common(1)
         if top:
             return Fabric.objects.get(pk=top[0][0])
     fabrics = list(Fabric.objects.filter(site_id=node.site_id, purpose=FabricPurpose.COMPUTE, is_rail_optimized=True))
     if len(fabrics) != 1:
         names = ", ".join(f.name for f in fabrics) or "none"
-        raise PlacementError(f"cannot tell which compute fabric {node} joins (rail-optimised at {node.site}: "
-                             f"{names}); name one on the ticket")
+        raise PlacementError(
+            f"cannot tell which compute fabric {node} joins (rail-optimised at {node.site}: "
+            f"{names}); name one on the ticket"
+        )
     return fabrics[0]
 
 
@@ -219,11 +236,16 @@ def links_plan(node: Node, *, fabric: Fabric) -> PlannedLinks:
     The fabric's leaves are locked while free ports are chosen, so two nodes never get the same leaf port.
     """
     created_hcas = expected_hcas_ensure(node, fabric=fabric)
-    nics = list(Nic.objects.filter(node=node, rail__isnull=False, kind__in=[NicKind.INFINIBAND, NicKind.ROCE])
-                .prefetch_related("ports").order_by("rail", "name"))
+    nics = list(
+        Nic.objects.filter(node=node, rail__isnull=False, kind__in=[NicKind.INFINIBAND, NicKind.ROCE])
+        .prefetch_related("ports")
+        .order_by("rail", "name")
+    )
     if not nics:
-        raise PlacementError(f"{node} has no HCA with a rail in the CMDB and {fabric} is not rail-optimised; add the "
-                             "HCAs in the admin, then retry")
+        raise PlacementError(
+            f"{node} has no HCA with a rail in the CMDB and {fabric} is not rail-optimised; add the "
+            "HCAs in the admin, then retry"
+        )
     if fabric.is_rail_optimized and fabric.rail_count and any(n.rail >= fabric.rail_count for n in nics):
         raise PlacementError(f"{node} has HCAs on rails beyond the {fabric.rail_count} rails of {fabric}")
     wanted: dict[int, tuple[Nic, object]] = {}
@@ -238,19 +260,29 @@ def links_plan(node: Node, *, fabric: Fabric) -> PlannedLinks:
         else:
             wanted[nic.rail] = (nic, port)
     if not wanted:
-        return PlannedLinks(fabric=fabric.name, created=[], existing=existing, scalable_unit=None,
-                            hcas_created=created_hcas)
-    leaves = list(Switch.objects.select_for_update().filter(fabric=fabric, role=SwitchRole.LEAF, rail__in=list(wanted))
-                  .order_by("scalable_unit", "rail", "name"))
+        return PlannedLinks(
+            fabric=fabric.name, created=[], existing=existing, scalable_unit=None, hcas_created=created_hcas
+        )
+    leaves = list(
+        Switch.objects.select_for_update()
+        .filter(fabric=fabric, role=SwitchRole.LEAF, rail__in=list(wanted))
+        .order_by("scalable_unit", "rail", "name")
+    )
     by_unit: dict[int | None, dict[int, Switch]] = defaultdict(dict)
     for leaf in leaves:
         by_unit[leaf.scalable_unit].setdefault(leaf.rail, leaf)
     free: dict[int, list[SwitchPort]] = defaultdict(list)
     for port in SwitchPort.objects.filter(switch__in=leaves, link_as_b__isnull=True, link_as_a__isnull=True):
         free[port.switch_id].append(port)
-    neighbours = Counter(Link.objects.filter(a_nic_port__nic__node__rack_id=node.rack_id, fabric=fabric)
-                         .exclude(a_nic_port__nic__node=node)
-                         .values_list("b_switch_port__switch__scalable_unit", flat=True)) if node.rack_id else Counter()
+    neighbours = (
+        Counter(
+            Link.objects.filter(a_nic_port__nic__node__rack_id=node.rack_id, fabric=fabric)
+            .exclude(a_nic_port__nic__node=node)
+            .values_list("b_switch_port__switch__scalable_unit", flat=True)
+        )
+        if node.rack_id
+        else Counter()
+    )
     units = sorted(by_unit, key=lambda u: (-neighbours.get(u, 0), u is None, u or 0))
     for unit in units:
         rails = by_unit[unit]
@@ -258,13 +290,16 @@ def links_plan(node: Node, *, fabric: Fabric) -> PlannedLinks:
             created = []
             for rail, (_nic, port) in sorted(wanted.items()):
                 leaf_port = min(free[rails[rail].pk], key=lambda p: _port_order(p.name))
-                created.append(Link.objects.create(fabric=fabric, a_nic_port=port, b_switch_port=leaf_port,
-                                                   status=LinkStatus.PLANNED).pk)
-            return PlannedLinks(fabric=fabric.name, created=created, existing=existing, scalable_unit=unit,
-                                hcas_created=created_hcas)
+                created.append(
+                    Link.objects.create(
+                        fabric=fabric, a_nic_port=port, b_switch_port=leaf_port, status=LinkStatus.PLANNED
+                    ).pk
+                )
+            return PlannedLinks(
+                fabric=fabric.name, created=created, existing=existing, scalable_unit=unit, hcas_created=created_hcas
+            )
     missing = sorted(wanted)
-    raise PlacementError(f"no scalable unit of {fabric} has a free leaf port on every rail {missing} that {node} "
-                         "needs")
+    raise PlacementError(f"no scalable unit of {fabric} has a free leaf port on every rail {missing} that {node} needs")
 
 
 def links_remove(link_ids: list[int]) -> int:

@@ -54,14 +54,21 @@ class ProvisioningError(Exception):
 
 
 @transaction.atomic
-def provisioning_create(*, node: Node, ticket: Any = None, rack: Rack | None = None, position: int | None = None,
-                        cluster: Cluster | None = None, os_image: str = "", fabric_id: int | None = None,
-                        actor: Any = None) -> ProvisioningRun:
+def provisioning_create(
+    *,
+    node: Node,
+    ticket: Any = None,
+    rack: Rack | None = None,
+    position: int | None = None,
+    cluster: Cluster | None = None,
+    os_image: str = "",
+    fabric_id: int | None = None,
+    actor: Any = None,
+) -> ProvisioningRun:
     """Open a provisioning run for a `received` node and lock the node for it."""
     locked = Node.objects.select_for_update().get(pk=node.pk)
     if locked.status != NodeStatus.RECEIVED:
-        raise ProvisioningError(f"{locked} is {locked.get_status_display().lower()}; provisioning starts from "
-                                "received")
+        raise ProvisioningError(f"{locked} is {locked.get_status_display().lower()}; provisioning starts from received")
     if rack is not None and rack.room.site_id != locked.site_id:
         raise ProvisioningError(f"rack {rack} is not in {locked}'s site {locked.site}")
     if cluster is not None and cluster.site_id != locked.site_id:
@@ -69,15 +76,24 @@ def provisioning_create(*, node: Node, ticket: Any = None, rack: Rack | None = N
     try:
         with transaction.atomic():
             run = ProvisioningRun.objects.create(
-                ticket=ticket, node=locked, hostname=locked.hostname, cluster=cluster,
-                options={"rack_id": rack.pk if rack else None, "position": position, "os_image": os_image,
-                         "fabric_id": fabric_id},
+                ticket=ticket,
+                node=locked,
+                hostname=locked.hostname,
+                cluster=cluster,
+                options={
+                    "rack_id": rack.pk if rack else None,
+                    "position": position,
+                    "os_image": os_image,
+                    "fabric_id": fabric_id,
+                },
                 correlation_id=getattr(ticket, "correlation_id", "") or new_correlation_id(),
-                created_by=actor if getattr(actor, "is_authenticated", False) else None)
+                created_by=actor if getattr(actor, "is_authenticated", False) else None,
+            )
     except IntegrityError as exc:
         raise ProvisioningError(f"{locked} already has an open provisioning run") from exc
-    held = node_locks_acquire(node_ids=[locked.pk], owner=LockOwner(run.lock_key, run.label, run.ticket_id),
-                              reason=f"provisioning {locked}")
+    held = node_locks_acquire(
+        node_ids=[locked.pk], owner=LockOwner(run.lock_key, run.label, run.ticket_id), reason=f"provisioning {locked}"
+    )
     if held:
         raise ProvisioningError(f"{locked} is locked by another open change: {held[locked.pk]}")
     return run
@@ -85,8 +101,9 @@ def provisioning_create(*, node: Node, ticket: Any = None, rack: Rack | None = N
 
 def provisioning_for_ticket(ticket_id: int) -> ProvisioningRun:
     """The ticket's run, with what the steps read joined in."""
-    return ProvisioningRun.objects.select_related("node__server_model__accelerator_model__vendor", "node__site",
-                                                  "cluster", "rack", "ticket").get(ticket_id=ticket_id)
+    return ProvisioningRun.objects.select_related(
+        "node__server_model__accelerator_model__vendor", "node__site", "cluster", "rack", "ticket"
+    ).get(ticket_id=ticket_id)
 
 
 def _node(run: ProvisioningRun) -> Node:
@@ -95,11 +112,13 @@ def _node(run: ProvisioningRun) -> Node:
     return run.node
 
 
-def provisioning_mark(run: ProvisioningRun, *, step: str, status: str = ProvisioningStatus.RUNNING,
-                      error: str = "") -> None:
+def provisioning_mark(
+    run: ProvisioningRun, *, step: str, status: str = ProvisioningStatus.RUNNING, error: str = ""
+) -> None:
     """Record where the run is (the panel shows it)."""
-    ProvisioningRun.objects.filter(pk=run.pk).update(current_step=step, status=status, error=error[:4000],
-                                                     updated_at=timezone.now())
+    ProvisioningRun.objects.filter(pk=run.pk).update(
+        current_step=step, status=status, error=error[:4000], updated_at=timezone.now()
+    )
 
 
 # --- 1. rack position ---------------------------------------------------------------------------------------------
@@ -108,17 +127,24 @@ def provisioning_mark(run: ProvisioningRun, *, step: str, status: str = Provisio
 def provisioning_position(run: ProvisioningRun) -> dict[str, Any]:
     """Assign a rack position (free U, power budget) and mark the node `provisioning`."""
     node = _node(run)
-    rack = Rack.objects.select_related("room").filter(pk=run.options.get("rack_id")).first() if run.options.get(
-        "rack_id") else None
+    rack = (
+        Rack.objects.select_related("room").filter(pk=run.options.get("rack_id")).first()
+        if run.options.get("rack_id")
+        else None
+    )
     try:
         chosen = position_assign(node, rack=rack, position=run.options.get("position"), cluster_id=run.cluster_id)
     except PlacementError as exc:
         raise ProvisioningError(str(exc)) from exc
-    ProvisioningRun.objects.filter(pk=run.pk).update(rack_id=chosen.rack_id, position=chosen.position,
-                                                     face=chosen.face)
+    ProvisioningRun.objects.filter(pk=run.pk).update(rack_id=chosen.rack_id, position=chosen.position, face=chosen.face)
     nodes_set_status(node_ids=[node.pk], status=NodeStatus.PROVISIONING, reason=f"{run.label}: provisioning")
-    return {"rack": chosen.rack_label, "position": chosen.position, "face": chosen.face,
-            "power_after_kw": str(chosen.power_after_kw), "power_budget_kw": str(chosen.power_budget_kw)}
+    return {
+        "rack": chosen.rack_label,
+        "position": chosen.position,
+        "face": chosen.face,
+        "power_after_kw": str(chosen.power_after_kw),
+        "power_budget_kw": str(chosen.power_budget_kw),
+    }
 
 
 # --- 2. planned links ---------------------------------------------------------------------------------------------
@@ -135,8 +161,13 @@ def provisioning_links(run: ProvisioningRun) -> dict[str, Any]:
     ids = sorted(set(run.planned_link_ids) | set(planned.created))
     ProvisioningRun.objects.filter(pk=run.pk).update(planned_link_ids=ids)
     run.planned_link_ids = ids
-    return {"fabric": planned.fabric, "created": planned.created, "existing": planned.existing,
-            "scalable_unit": planned.scalable_unit, "hcas_created": planned.hcas_created}
+    return {
+        "fabric": planned.fabric,
+        "created": planned.created,
+        "existing": planned.existing,
+        "scalable_unit": planned.scalable_unit,
+        "hcas_created": planned.hcas_created,
+    }
 
 
 def provisioning_cabling_confirmed(run: ProvisioningRun) -> int:
@@ -179,16 +210,29 @@ def cli_target_for(switch: Any) -> CliTarget:
 
         cred = cli_credential_resolve(switch.cli_credential_ref)
         username, password, key_file = cred.username, cred.password, cred.key_file
-    return CliTarget(host=switch.mgmt_ip or switch.name, platform=switch.platform, username=username,
-                     password=password, key_file=key_file)
+    return CliTarget(
+        host=switch.mgmt_ip or switch.name,
+        platform=switch.platform,
+        username=username,
+        password=password,
+        key_file=key_file,
+    )
 
 
 def _push_json(switch_name: str, result: ConfigPushResult) -> dict[str, Any]:
     d = result.diff
-    return {"switch": switch_name, "interface": d.interface, "before": list(d.before), "after": list(d.after),
-            "commands": list(d.commands), "unified": d.unified, "applied": result.applied,
-            "verified": result.verified, "rollback_commands": list(result.rollback_commands),
-            "problems": list(result.problems)}
+    return {
+        "switch": switch_name,
+        "interface": d.interface,
+        "before": list(d.before),
+        "after": list(d.after),
+        "commands": list(d.commands),
+        "unified": d.unified,
+        "applied": result.applied,
+        "verified": result.verified,
+        "rollback_commands": list(result.rollback_commands),
+        "problems": list(result.problems),
+    }
 
 
 def port_config_for(link: Link, hostname: str) -> PortConfig | None:
@@ -206,16 +250,23 @@ def port_config_for(link: Link, hostname: str) -> PortConfig | None:
     is_ib = fabric.kind == FabricKind.INFINIBAND
     wrong = unknown + [k for k in (("vlan", "mtu") if is_ib else ("pkey",)) if wanted.get(k) is not None]
     if wrong:
-        raise ProvisioningError(f"SWITCH_PORT_FABRICS[{fabric.name!r}] sets {', '.join(wrong)}, which does not apply "
-                                f"to a {fabric.get_kind_display()} fabric's switch ports; fix the setting")
+        raise ProvisioningError(
+            f"SWITCH_PORT_FABRICS[{fabric.name!r}] sets {', '.join(wrong)}, which does not apply "
+            f"to a {fabric.get_kind_display()} fabric's switch ports; fix the setting"
+        )
     if is_ib:
         pkey = wanted.get("pkey")
         return PortConfig(interface=port.name, pkey=str(pkey)) if pkey else None
     nic = link.a_nic_port.nic if link.a_nic_port_id else None
     mtu = wanted.get("mtu") or rollouts_setting("SWITCH_PORT_MTU").get(fabric.kind)
     vlan = wanted.get("vlan")
-    return PortConfig(interface=port.name, description=f"{hostname}:{nic.name if nic else '?'}"[:80], enabled=True,
-                      mtu=int(mtu) if mtu else None, vlan=int(vlan) if vlan else None)
+    return PortConfig(
+        interface=port.name,
+        description=f"{hostname}:{nic.name if nic else '?'}"[:80],
+        enabled=True,
+        mtu=int(mtu) if mtu else None,
+        vlan=int(vlan) if vlan else None,
+    )
 
 
 def _port_key(entry: dict[str, Any]) -> tuple[str, str]:
@@ -276,8 +327,9 @@ def provisioning_port_configure(run: ProvisioningRun, link_id: int) -> dict[str,
     if result.applied or recorded:
         pushed = _port_record(run, pushed)
     if result.applied and not result.verified:
-        raise ProvisioningError(f"{switch} {port.name}: pushed but the running config differs: "
-                                f"{'; '.join(result.problems)}")
+        raise ProvisioningError(
+            f"{switch} {port.name}: pushed but the running config differs: {'; '.join(result.problems)}"
+        )
     return pushed
 
 
@@ -293,13 +345,24 @@ def provisioning_ports_rollback(run: ProvisioningRun, pushed: dict[str, Any]) ->
     if not pushed.get("applied"):
         return {"switch": pushed.get("switch"), "interface": pushed.get("interface"), "restored": "nothing pushed"}
     switch = Switch.objects.get(name=pushed["switch"])
-    diff = ConfigDiff(interface=pushed["interface"], before=tuple(pushed["before"]), after=tuple(pushed["after"]),
-                      commands=tuple(pushed["commands"]), unified=pushed["unified"])
-    result = switch_configurator_get().rollback(cli_target_for(switch), ConfigPushResult(
-        diff=diff, applied=True, verified=True, rollback_commands=tuple(pushed["rollback_commands"])))
+    diff = ConfigDiff(
+        interface=pushed["interface"],
+        before=tuple(pushed["before"]),
+        after=tuple(pushed["after"]),
+        commands=tuple(pushed["commands"]),
+        unified=pushed["unified"],
+    )
+    result = switch_configurator_get().rollback(
+        cli_target_for(switch),
+        ConfigPushResult(diff=diff, applied=True, verified=True, rollback_commands=tuple(pushed["rollback_commands"])),
+    )
     _port_record(run, {**pushed, "restored": result.verified, "restore_problems": list(result.problems)})
-    return {"switch": switch.name, "interface": diff.interface, "restored": result.verified,
-            "problems": list(result.problems)}
+    return {
+        "switch": switch.name,
+        "interface": diff.interface,
+        "restored": result.verified,
+        "problems": list(result.problems),
+    }
 
 
 # --- 4. OS install ------------------------------------------------------------------------------------------------
@@ -321,16 +384,25 @@ def provisioning_os_start(run: ProvisioningRun, *, callback_url: str = "") -> di
 
     node = _node(run)
     macs = tuple(m for m in NicPort.objects.filter(nic__node=node).exclude(mac="").values_list("mac", flat=True))
-    job = os_installer_get().start(OsInstallRequest(
-        hostname=node.hostname, serial=node.serial, image=os_image_for(run), bmc_address=node.bmc_address or "",
-        macs=macs, callback_url=callback_url, idempotency_key=f"{run.lock_key}:os"))
+    job = os_installer_get().start(
+        OsInstallRequest(
+            hostname=node.hostname,
+            serial=node.serial,
+            image=os_image_for(run),
+            bmc_address=node.bmc_address or "",
+            macs=macs,
+            callback_url=callback_url,
+            idempotency_key=f"{run.lock_key}:os",
+        )
+    )
     _os_record(run, job)
     return {"ref": job.ref, "status": job.status, "message": job.message}
 
 
 def _os_record(run: ProvisioningRun, job: OsInstallJob) -> None:
-    ProvisioningRun.objects.filter(pk=run.pk).update(os_install_ref=job.ref, os_install_status=job.status,
-                                                     os_install_message=job.message[:500])
+    ProvisioningRun.objects.filter(pk=run.pk).update(
+        os_install_ref=job.ref, os_install_status=job.status, os_install_message=job.message[:500]
+    )
     run.os_install_ref, run.os_install_status, run.os_install_message = job.ref, job.status, job.message[:500]
 
 
@@ -392,14 +464,20 @@ def baseline_packages(run: ProvisioningRun) -> list[DriverPackage]:
         raise ProvisioningError(f"no driver component configured for vendor {vendor} (DRIVER_COMPONENTS)")
     compatible = DriverPackage.objects.filter(component=component, supported_models=model)
     if run.cluster_id:
-        versions = Counter(InstalledSoftware.objects.filter(node__cluster_id=run.cluster_id, component=component)
-                           .values_list("version", flat=True))
+        versions = Counter(
+            InstalledSoftware.objects.filter(node__cluster_id=run.cluster_id, component=component).values_list(
+                "version", flat=True
+            )
+        )
         for version, _count in versions.most_common():
             package = compatible.filter(version=version).first()
             if package is not None:
                 return [package]
-    newest = sorted(compatible, key=lambda p: [int(x) if x.isdigit() else x for x in p.version.replace("-", ".")
-                                               .split(".")], reverse=True)
+    newest = sorted(
+        compatible,
+        key=lambda p: [int(x) if x.isdigit() else x for x in p.version.replace("-", ".").split(".")],
+        reverse=True,
+    )
     if not newest:
         raise ProvisioningError(f"no {component} package supports {model}")
     return [newest[0]]
@@ -410,10 +488,12 @@ def provisioning_driver_install(run: ProvisioningRun, package_id: int) -> dict[s
     from ..node_steps import exec_target
 
     package = DriverPackage.objects.get(pk=package_id)
-    command = command_render(package.install_command, version=package.version, previous_version="",
-                             component=package.component)
-    result = executor_get().run(exec_target(_node(run)), command,
-                                timeout_s=float(rollouts_setting("COMMAND_TIMEOUT_SECONDS")))
+    command = command_render(
+        package.install_command, version=package.version, previous_version="", component=package.component
+    )
+    result = executor_get().run(
+        exec_target(_node(run)), command, timeout_s=float(rollouts_setting("COMMAND_TIMEOUT_SECONDS"))
+    )
     if not result.ok:
         raise ProvisioningError(f"{package}: {result.summary()}")
     baseline = [b for b in run.baseline if b[0] != package.component] + [[package.component, package.version]]
@@ -465,8 +545,9 @@ def provisioning_join(run: ProvisioningRun) -> dict[str, Any]:
         node.save(update_fields=["cluster", "updated_at", "version"])
     nodes_set_status(node_ids=[node.pk], status=NodeStatus.ACTIVE, reason=f"{run.label}: provisioned")
     node_locks_release(owner_key=run.lock_key)
-    ProvisioningRun.objects.filter(pk=run.pk).update(status=ProvisioningStatus.DONE, is_open=False, current_step="",
-                                                     error="", finished_at=timezone.now())
+    ProvisioningRun.objects.filter(pk=run.pk).update(
+        status=ProvisioningStatus.DONE, is_open=False, current_step="", error="", finished_at=timezone.now()
+    )
     return {"cluster": run.cluster.name if run.cluster else "", "status": NodeStatus.ACTIVE}
 
 
@@ -495,16 +576,18 @@ def provisioning_undo_cmdb(run: ProvisioningRun) -> dict[str, Any]:
     if node is not None:
         nodes_set_status(node_ids=[node.pk], status=NodeStatus.RECEIVED, reason=f"{run.label}: rolled back")
     node_locks_release(owner_key=run.lock_key)
-    ProvisioningRun.objects.filter(pk=run.pk).update(status=ProvisioningStatus.ROLLED_BACK, is_open=False,
-                                                     planned_link_ids=[], finished_at=timezone.now())
+    ProvisioningRun.objects.filter(pk=run.pk).update(
+        status=ProvisioningStatus.ROLLED_BACK, is_open=False, planned_link_ids=[], finished_at=timezone.now()
+    )
     return {"links_removed": removed, "position_released": released}
 
 
 def provisioning_cancel(run: ProvisioningRun) -> None:
     """Close a run that never started (the ticket was cancelled)."""
     node_locks_release(owner_key=run.lock_key)
-    ProvisioningRun.objects.filter(pk=run.pk).update(status=ProvisioningStatus.CANCELLED, is_open=False,
-                                                     finished_at=timezone.now())
+    ProvisioningRun.objects.filter(pk=run.pk).update(
+        status=ProvisioningStatus.CANCELLED, is_open=False, finished_at=timezone.now()
+    )
 
 
 __all__ = [

@@ -34,10 +34,12 @@ class Command(BaseCommand):
         parser.add_argument("--request", type=str, help="The request to play along with: id or PR-<id>.")
         parser.add_argument("--missing", type=int, default=0, help="Serials dispatched but not delivered.")
         parser.add_argument("--unexpected", type=int, default=0, help="Serials delivered but never dispatched.")
-        parser.add_argument("--out-of-order", action="store_true",
-                            help="Deliver before the dispatch notice; approve the PO last.")
-        parser.add_argument("--wait", type=float, default=0.0,
-                            help="Seconds to wait for the request's approval and PO number.")
+        parser.add_argument(
+            "--out-of-order", action="store_true", help="Deliver before the dispatch notice; approve the PO last."
+        )
+        parser.add_argument(
+            "--wait", type=float, default=0.0, help="Seconds to wait for the request's approval and PO number."
+        )
         parser.add_argument("--delay", type=float, default=0.0, help="Seconds between events.")
         sub = parser.add_subparsers(dest="action", required=False)
         send = sub.add_parser("send", help="Send one event.")
@@ -48,8 +50,13 @@ class Command(BaseCommand):
         serve.add_argument("--host", default="127.0.0.1")
         serve.add_argument("--port", type=int, default=8099)
         serve.add_argument("--token", default="", help="Require this bearer token.")
-        serve.add_argument("--fail", action="append", default=[], choices=["timeout", "500", "502", "429", "reset"],
-                           help="Fail the next purchase-order request this way (repeatable, in order).")
+        serve.add_argument(
+            "--fail",
+            action="append",
+            default=[],
+            choices=["timeout", "500", "502", "429", "reset"],
+            help="Fail the next purchase-order request this way (repeatable, in order).",
+        )
 
     def _sender(self, options: dict[str, Any]) -> EventSender:
         source = options["source"] or procurement_setting("SIMULATE_SOURCE")
@@ -57,11 +64,18 @@ class Command(BaseCommand):
         if not secret:
             found = webhook_secrets(procurement_setting("WEBHOOK_SOURCES"), source)
             if not found:
-                raise CommandError(f"No secret for source {source!r}: pass --secret or configure "
-                                   "GPUOPS_PROCUREMENT['WEBHOOK_SOURCES'].")
+                raise CommandError(
+                    f"No secret for source {source!r}: pass --secret or configure "
+                    "GPUOPS_PROCUREMENT['WEBHOOK_SOURCES']."
+                )
             secret = found[0]
-        return EventSender(url=options["url"] or procurement_setting("SIMULATE_URL"), secret=secret, source=source,
-                           timeout_s=options["timeout"], say=lambda line: self.stdout.write(line))
+        return EventSender(
+            url=options["url"] or procurement_setting("SIMULATE_URL"),
+            secret=secret,
+            source=source,
+            timeout_s=options["timeout"],
+            say=lambda line: self.stdout.write(line),
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         action = options.get("action")
@@ -93,21 +107,33 @@ class Command(BaseCommand):
         sender = self._sender(options)
         self.stdout.write(f"Playing procurement for {request.reference} against {sender.url} (source {sender.source})")
         try:
-            result = scenario_full(sender, request, missing=options["missing"], unexpected=options["unexpected"],
-                                   out_of_order=options["out_of_order"], wait_s=options["wait"],
-                                   delay_s=options["delay"])
+            result = scenario_full(
+                sender,
+                request,
+                missing=options["missing"],
+                unexpected=options["unexpected"],
+                out_of_order=options["out_of_order"],
+                wait_s=options["wait"],
+                delay_s=options["delay"],
+            )
         except SimulationError as exc:
             raise CommandError(str(exc)) from exc
-        self.stdout.write(self.style.SUCCESS(
-            f"Done: PO {result.po_number}, {len(result.delivered)} serial(s) delivered in {len(result.shipments)} "
-            f"shipment(s); missing {len(result.missing)}, unexpected {len(result.unexpected)}."))
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Done: PO {result.po_number}, {len(result.delivered)} serial(s) delivered in {len(result.shipments)} "
+                f"shipment(s); missing {len(result.missing)}, unexpected {len(result.unexpected)}."
+            )
+        )
 
     def _serve(self, options: dict[str, Any]) -> None:
-        server = FakeProcurementServer(host=options["host"], port=options["port"], token=options["token"],
-                                       verbose=options["verbosity"] > 1)
+        server = FakeProcurementServer(
+            host=options["host"], port=options["port"], token=options["token"], verbose=options["verbosity"] > 1
+        )
         server.state.faults.extend(options["fail"])
-        self.stdout.write(f"Fake procurement API on {server.url} (POST/GET /api/v1/purchase-orders; "
-                          f"/_control/faults, /_control/orders). Ctrl-C stops.")
+        self.stdout.write(
+            f"Fake procurement API on {server.url} (POST/GET /api/v1/purchase-orders; "
+            f"/_control/faults, /_control/orders). Ctrl-C stops."
+        )
         try:
             server.serve_forever()
         except KeyboardInterrupt:

@@ -23,9 +23,12 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true")
         parser.add_argument("--problems-only", action="store_true")
         parser.add_argument("--update-status", action="store_true", help="set Link.status connected/mismatch")
-        parser.add_argument("--open-tickets", action="store_true",
-                            help="open one cabling repair ticket per fault (a crossed pair is one); faults with an "
-                                 "open ticket get none")
+        parser.add_argument(
+            "--open-tickets",
+            action="store_true",
+            help="open one cabling repair ticket per fault (a crossed pair is one); faults with an "
+            "open ticket get none",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         fabric = Fabric.objects.filter(name=options["fabric"]).first()
@@ -40,22 +43,43 @@ class Command(BaseCommand):
                 opened = cabling_tickets_open(fabric, requester=None, findings=findings)
             except CablingTicketsRefused as exc:
                 raise CommandError("; ".join(exc.errors)) from exc
-            tickets = [{"kind": r.fault.kind.value, "ports": [str(p) for p in r.fault.ports], "title": r.fault.title,
-                        "ticket": r.reference or None, "created": r.created, "skipped": r.skipped or None}
-                       for r in opened]
+            tickets = [
+                {
+                    "kind": r.fault.kind.value,
+                    "ports": [str(p) for p in r.fault.ports],
+                    "title": r.fault.title,
+                    "ticket": r.reference or None,
+                    "created": r.created,
+                    "skipped": r.skipped or None,
+                }
+                for r in opened
+            ]
         if options["json"]:
-            self.stdout.write(json.dumps({
-                "fabric": fabric.name, "summary": summary.counts, "rail_violations": summary.rail_violations,
-                "findings": [
-                    {"kind": f.kind.value, "switch": f.switch, "port": f.port,
-                     "expected": str(f.expected) if f.expected else None, "found": str(f.found) if f.found else None,
-                     "observed": str(f.observed) if f.observed else None,
-                     "swap_partner": str(f.swap_partner) if f.swap_partner else None,
-                     "rail_violation": f.rail_violation or None, "message": f.message}
-                    for f in shown
-                ],
-                **({"tickets": tickets} if options["open_tickets"] else {}),
-            }, indent=2))
+            self.stdout.write(
+                json.dumps(
+                    {
+                        "fabric": fabric.name,
+                        "summary": summary.counts,
+                        "rail_violations": summary.rail_violations,
+                        "findings": [
+                            {
+                                "kind": f.kind.value,
+                                "switch": f.switch,
+                                "port": f.port,
+                                "expected": str(f.expected) if f.expected else None,
+                                "found": str(f.found) if f.found else None,
+                                "observed": str(f.observed) if f.observed else None,
+                                "swap_partner": str(f.swap_partner) if f.swap_partner else None,
+                                "rail_violation": f.rail_violation or None,
+                                "message": f.message,
+                            }
+                            for f in shown
+                        ],
+                        **({"tickets": tickets} if options["open_tickets"] else {}),
+                    },
+                    indent=2,
+                )
+            )
             return
         for f in shown:
             self.stdout.write(f.message)

@@ -29,9 +29,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file")
-        parser.add_argument("--fabric", metavar="NAME",
-                            help="the CMDB fabric this subnet is: replace the observations of its switches (also "
-                                 "those the sweep did not see), refuse a report with none of them")
+        parser.add_argument(
+            "--fabric",
+            metavar="NAME",
+            help="the CMDB fabric this subnet is: replace the observations of its switches (also "
+            "those the sweep did not see), refuse a report with none of them",
+        )
         parser.add_argument("--dry-run", action="store_true")
         parser.add_argument("--json", action="store_true")
 
@@ -51,8 +54,10 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps([dataclasses.asdict(link) for link in links], indent=2))
         else:
             for link in links:
-                self.stdout.write(f"{link.a.description}:{link.a.port} ({link.a.guid}) <-> "
-                                  f"{link.b.description}:{link.b.port} ({link.b.guid}) {link.width} {link.speed}")
+                self.stdout.write(
+                    f"{link.a.description}:{link.a.port} ({link.a.guid}) <-> "
+                    f"{link.b.description}:{link.b.port} ({link.b.guid}) {link.width} {link.speed}"
+                )
         try:
             if options["dry_run"]:
                 if fabric is not None:  # a dry run tells whether the store would be refused

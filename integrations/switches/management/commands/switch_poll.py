@@ -59,9 +59,13 @@ class Command(BaseCommand):
             return SnmpCredential(version="2c", community=options["community"])
         if options["v3_user"]:
             return SnmpCredential(
-                version="3", user=options["v3_user"], auth_key=options["auth_key"],
-                auth_protocol=options["auth_protocol"], priv_key=options["priv_key"],
-                priv_protocol=options["priv_protocol"], context=options["context"],
+                version="3",
+                user=options["v3_user"],
+                auth_key=options["auth_key"],
+                auth_protocol=options["auth_protocol"],
+                priv_key=options["priv_key"],
+                priv_protocol=options["priv_protocol"],
+                context=options["context"],
             )
         ref = options["credential_ref"] or (switch.snmp_credential_ref if switch else "")
         if not ref:
@@ -79,8 +83,11 @@ class Command(BaseCommand):
                 raise CommandError(f"no switch with mgmt_ip {host} in the CMDB (use --dry-run to poll without one)")
         try:
             target = SnmpTarget(
-                host=host, port=port, credential=self._credential(options, switch),
-                timeout_s=options["timeout"], retries=options["retries"],
+                host=host,
+                port=port,
+                credential=self._credential(options, switch),
+                timeout_s=options["timeout"],
+                retries=options["retries"],
             )
             if options["dry_run"]:
                 snapshot = snmp_poller_get().poll(target)
@@ -91,8 +98,12 @@ class Command(BaseCommand):
         except IntegrationError as exc:
             raise CommandError(str(exc)) from exc
         summary = {
-            "switch": switch.name, "poll_run": run.pk, "status": run.status, "ports_seen": run.ports_seen,
-            "ports_created": run.ports_created, "ports_updated": run.ports_updated,
+            "switch": switch.name,
+            "poll_run": run.pk,
+            "status": run.status,
+            "ports_seen": run.ports_seen,
+            "ports_created": run.ports_created,
+            "ports_updated": run.ports_updated,
             "lldp_neighbors": run.neighbors_seen,
         }
         self._print(summary, options["json"])

@@ -24,8 +24,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--site", help="Only this site (code).")
-        parser.add_argument("--opening-balance", action="store_true",
-                            help="Write opening-balance rows for in-stock items without any movement first.")
+        parser.add_argument(
+            "--opening-balance",
+            action="store_true",
+            help="Write opening-balance rows for in-stock items without any movement first.",
+        )
         parser.add_argument("--dry-run", action="store_true", help="With --opening-balance: count, write nothing.")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -38,12 +41,14 @@ class Command(BaseCommand):
             with change_context(source=ChangeSource.CLI):
                 counts = opening_balance_write(site=site, dry_run=options["dry_run"])
             verb = "would write" if options["dry_run"] else "wrote"
-            self.stdout.write(f"Opening balance: {verb} {counts['accelerators']} card and {counts['part_items']} "
-                              "part row(s).")
+            self.stdout.write(
+                f"Opening balance: {verb} {counts['accelerators']} card and {counts['part_items']} part row(s)."
+            )
         drift = ledger_drift(site=site)
         for d in drift:
-            self.stdout.write(f"{d.location}: {d.kind} model {d.model_id}: ledger {d.ledger_quantity}, "
-                              f"in stock {d.items_in_stock}")
+            self.stdout.write(
+                f"{d.location}: {d.kind} model {d.model_id}: ledger {d.ledger_quantity}, in stock {d.items_in_stock}"
+            )
         if drift:
             raise CommandError(f"{len(drift)} location/model pair(s) disagree with the ledger.")
         self.stdout.write(self.style.SUCCESS("Ledger and stock agree."))
