@@ -20,7 +20,7 @@ from .. import permissions
 from ..holds import holds_check
 from ..hooks import SchedulabilityChange, schedulability_changed
 from ..models.nodes import Node, NodeStatus
-from ..permissions import can, workflow_may_change
+from ..permissions import workflow_may_change
 from .changelog import tracked_update
 
 # Statuses that take a node out of service: a workflow may move a node held by another change into these.
@@ -46,10 +46,17 @@ def nodes_check_change(nodes: Sequence[Node]) -> None:
         return
     if ctx.actor_id is None:
         return
-    user = ctx.user
-    denied = [n for n in nodes if not can(user, "change", n)]
+    _person_check(ctx.user, [n.pk for n in nodes])
+
+
+def _person_check(user: AbstractBaseUser, ids: Sequence[int]) -> None:
+    """PermissionDenied unless `user` may change every node of `ids`: one scoped query for the whole batch."""
+    allowed = set(permissions.restrict(Node.objects.filter(pk__in=ids), user, "change").values_list("pk", flat=True))
+    denied = [pk for pk in dict.fromkeys(ids) if pk not in allowed]
     if denied:
-        raise PermissionDenied(f"You may not change node {denied[0]}.")
+        first = Node.objects.filter(pk=denied[0]).values_list("hostname", flat=True).first()
+        more = f" and {len(denied) - 1} more" if len(denied) > 1 else ""
+        raise PermissionDenied(f"You may not change node {first}{more}.")
 
 
 def _guard(nodes: Sequence[Node], *, what: str, withdraws: bool, override: bool) -> None:
@@ -92,10 +99,8 @@ def nodes_set_status(
     if status not in NodeStatus.values:
         raise ValidationError({"status": f"Unknown node status {status!r}."})
     ids = [n.pk for n in nodes] if nodes is not None else list(node_ids or [])
-    if actor is not None:  # a person named by the caller (admin bulk action): every node, or none
-        allowed = permissions.restrict(Node.objects.filter(pk__in=ids), actor, "change").count()
-        if allowed != len(set(ids)):
-            raise PermissionDenied(f"You may not change {len(set(ids)) - allowed} of the selected nodes.")
+    if actor is not None:  # a person named by the caller (admin bulk action): every selected node, or none
+        _person_check(actor, ids)
     locked = list(Node.objects.select_for_update().filter(pk__in=ids).exclude(status=status).order_by("pk"))
     if not locked:
         return 0
