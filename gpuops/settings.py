@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "integrations.switches",
     "integrations.procurement",
     "integrations.warehouse",
+    "console",
 ]
 
 MIDDLEWARE = [

@@ -2,11 +2,9 @@
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.http import HttpResponseRedirect
 from django.urls import include, path
 
 urlpatterns = [
-    path("", lambda request: HttpResponseRedirect("/tickets/"), name="home"),
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
@@ -14,6 +12,7 @@ urlpatterns = [
     path("rollouts/", include("workflows.rollouts.urls")),
     path("fabrics/", include("integrations.switches.ui_urls")),
     path("", include("workflows.urls")),
+    path("", include("console.urls")),  # the dashboard at "/", search, object pages and lists
 ]
 
 # JSON error envelope for /api/ paths, Django's pages elsewhere (gpuops.api.django_errors).

@@ -1,0 +1,16 @@
+"""The console's pages, mounted at the site root. Each views module owns its routes."""
+
+from .views import changes, dashboard, groups, lists, network, objects, places, search
+
+app_name = "console"
+
+urlpatterns = [
+    *dashboard.urlpatterns,
+    *search.urlpatterns,
+    *objects.urlpatterns,
+    *places.urlpatterns,
+    *network.urlpatterns,
+    *groups.urlpatterns,
+    *changes.urlpatterns,
+    *lists.urlpatterns,
+]
