@@ -21,6 +21,12 @@ def services_available() -> tuple[bool, str]:
     return True, ""
 
 
+def pytest_configure(config):
+    from django.conf import settings
+
+    settings.PASSWORD_HASHERS = ["tests.hashers.FastPBKDF2PasswordHasher"]  # see tests/hashers.py
+
+
 def pytest_collection_modifyitems(config, items):
     ok, reason = services_available()
     if ok:
