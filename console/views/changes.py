@@ -22,7 +22,7 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import AbstractBaseUser
 from django.contrib.contenttypes.models import ContentType
 from django.db import models
-from django.db.models import Q, QuerySet
+from django.db.models import Q, QuerySet, Value
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import URLPattern, path
@@ -181,8 +181,10 @@ def _object_url(model: str, record: ChangeRecord) -> str:
 
 def change_rows(records: list[ChangeRecord], scope: ViewScope) -> list[ChangeRow]:
     """Records as diffs: foreign keys named (when the related object is visible), the ticket or agent report
-    behind each correlation id linked. A bounded number of queries: one per related model on the page, one for
-    tickets, one for reports."""
+    behind each correlation id linked. Three queries (names, tickets, reports) whatever the records hold, none
+    for an empty page."""
+    if not records:
+        return []
     fk_targets: dict[type[models.Model], set[int]] = defaultdict(set)
     fk_fields: dict[tuple[type[models.Model], str], type[models.Model]] = {}
     for record in records:
@@ -196,24 +198,19 @@ def change_rows(records: list[ChangeRecord], scope: ViewScope) -> list[ChangeRow
                 continue
             fk_fields[(model, name)] = f.related_model
             fk_targets[f.related_model].update(v for v in _pair(pair) if isinstance(v, int))
-    names: dict[type[models.Model], dict[int, str]] = {}
-    for related, ids in fk_targets.items():
-        qs = scope.filter(related._default_manager.filter(pk__in=ids))
-        names[related] = {pk: str(key) for pk, key in qs.values_list("pk", NATURAL_KEYS[related._meta.model_name])}
+    names = _natural_names(scope, fk_targets)
 
+    # The lookups below always run (a never-matching sentinel keeps an IN list non-empty), so a page runs the
+    # same queries whatever its records hold.
     correlation_ids = {r.correlation_id for r in records if r.correlation_id}
     tickets = {
         c: (pk, type_)
         for pk, type_, c in tickets_visible(scope.user)
-        .filter(correlation_id__in=correlation_ids)
+        .filter(correlation_id__in=[*correlation_ids, ""])
         .values_list("pk", "type", "correlation_id")
     }
-    report_ids = [c for c in correlation_ids - set(tickets) if _is_uuid(c)]
-    reports = (
-        {str(pk) for pk in scope.filter(Report.objects.filter(pk__in=report_ids)).values_list("pk", flat=True)}
-        if report_ids
-        else set()
-    )
+    report_ids = [uuid.UUID(int=0), *(c for c in correlation_ids - set(tickets) if _is_uuid(c))]
+    reports = {str(pk) for pk in scope.filter(Report.objects.filter(pk__in=report_ids)).values_list("pk", flat=True)}
 
     rows = []
     for record in records:
@@ -224,7 +221,7 @@ def change_rows(records: list[ChangeRecord], scope: ViewScope) -> list[ChangeRow
         for name, pair in items[:MAX_DIFF_FIELDS]:
             before, after = _pair(pair)
             related = fk_fields.get((model_cls, name))
-            lookup = names.get(related, {}) if related else {}
+            lookup = names.get(related._meta.model_name, {}) if related else {}
             lines.append(
                 DiffLine(
                     field=name[:-3] if related and name.endswith("_id") else name,
@@ -249,6 +246,26 @@ def change_rows(records: list[ChangeRecord], scope: ViewScope) -> list[ChangeRow
             row.report_url = f"/api/agent/reports/{record.correlation_id}/"
         rows.append(row)
     return rows
+
+
+def _natural_names(scope: ViewScope, wanted: dict[type[models.Model], set[int]]) -> dict[str, dict[int, str]]:
+    """{model name: {pk: natural key}} of the visible objects among `wanted`, in one UNION query over every
+    model with a natural key (id 0, which no row has, keeps each part present)."""
+    parts = []
+    for model in tracked_models():
+        name = model._meta.model_name
+        if name not in NATURAL_KEYS:
+            continue
+        qs = scope.filter(model._default_manager.filter(pk__in=[0, *wanted.get(model, ())]))
+        if qs.query.is_empty():
+            continue
+        labelled = qs.order_by().annotate(console_model=Value(name))
+        parts.append(labelled.values_list("console_model", "pk", NATURAL_KEYS[name]))
+    names: dict[str, dict[int, str]] = defaultdict(dict)
+    if parts:
+        for kind, pk, key in parts[0].union(*parts[1:], all=True):
+            names[kind][pk] = str(key)
+    return names
 
 
 def _pair(value: Any) -> tuple[Any, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import URLPattern, path, reverse
@@ -57,7 +57,13 @@ def _capped(qs: QuerySet, limit: int = LIST_LIMIT) -> tuple[list[Any], bool]:
 
 def _ticket_rows(user: Any, links: QuerySet[TicketLink]) -> tuple[list[dict[str, Any]], bool]:
     """Tickets the user may see among those linked by `links` (OuterRef ticket): open first, then newest."""
-    qs = ticket_list(user, {"status": "all"}).filter(Exists(links)).order_by("-is_open", "-created_at", "-id")
+    # Without the list's prefetch of links (not shown here): it would run only when there are tickets.
+    qs = (
+        ticket_list(user, {"status": "all"})
+        .filter(Exists(links))
+        .prefetch_related(None)
+        .order_by("-is_open", "-created_at", "-id")
+    )
     tickets, more = _capped(qs)
     rows = []
     for t in tickets:
@@ -99,39 +105,44 @@ def _node_or_404(request: HttpRequest, hostname: str) -> Node:
 
 
 def _cards(node: Node, scope: ViewScope) -> list[Accelerator]:
-    last_event = HealthEvent.objects.filter(accelerator=OuterRef("pk")).order_by("-last_seen_at", "-id").values("id")
-    cards = list(
+    """The node's cards by slot, each with its newest health event (subqueries: no query per card)."""
+    last = HealthEvent.objects.filter(accelerator=OuterRef("pk")).order_by("-last_seen_at", "-id")
+    return list(
         scope.filter(Accelerator.objects.filter(node=node))
         .select_related("model__vendor")
-        .annotate(last_event_id=Subquery(last_event[:1]))
+        .annotate(
+            last_event_kind=Subquery(last.values("kind")[:1]),
+            last_event_code=Subquery(last.values("code")[:1]),
+            last_event_severity=Subquery(last.values("severity")[:1]),
+            last_event_at=Subquery(last.values("last_seen_at")[:1]),
+        )
         .order_by("slot_index", "id")
     )
-    events = HealthEvent.objects.in_bulk([c.last_event_id for c in cards if c.last_event_id])
-    for card in cards:
-        card.last_event = events.get(card.last_event_id)
-    return cards
 
 
 def _nics(node: Node, scope: ViewScope) -> list[Nic]:
-    """NICs with their ports, each port's planned cable and far end, and what discovery observed on it."""
-    ports = NicPort.objects.select_related("link__fabric", "link__b_switch_port__switch").order_by("name")
-    nics = list(
-        scope.filter(Nic.objects.filter(node=node)).prefetch_related(Prefetch("ports", queryset=ports)).order_by("name")
+    """NICs with their ports, each port's planned cable and far end, and what discovery observed on it. Four
+    queries, each run whatever the node holds (no prefetch that is skipped when a list is empty)."""
+    nics = list(scope.filter(Nic.objects.filter(node=node)).order_by("name"))
+    ports_by_nic: dict[int, list[NicPort]] = {}
+    ports = (
+        scope.filter(NicPort.objects.filter(nic__node=node))
+        .select_related("link__fabric", "link__b_switch_port__switch")
+        .order_by("nic_id", "name")
     )
-    port_ids = [p.pk for nic in nics for p in nic.ports.all()]
+    for port in ports:
+        ports_by_nic.setdefault(port.nic_id, []).append(port)
     observed: dict[int, list[ObservedLink]] = {}
-    for obs in ObservedLink.objects.filter(nic_port_id__in=port_ids).select_related("switch_port__switch"):
+    for obs in ObservedLink.objects.filter(nic_port__nic__node=node).select_related("switch_port__switch"):
         observed.setdefault(obs.nic_port_id, []).append(obs)
     # A far end in a site the user may not see is shown without its name.
-    switch_ids: set[int] = set()
+    far_ends = Switch.objects.filter(
+        Q(ports__link_as_b__a_nic_port__nic__node=node) | Q(ports__observed_links__nic_port__nic__node=node)
+    )
+    visible = set(scope.filter(far_ends).values_list("pk", flat=True).distinct())
     for nic in nics:
-        for port in nic.ports.all():
-            if (link := getattr(port, "link", None)) is not None:
-                switch_ids.add(link.b_switch_port.switch_id)
-    switch_ids |= {o.switch_port.switch_id for rows in observed.values() for o in rows if o.switch_port_id}
-    visible = set(scope.filter(Switch.objects.filter(pk__in=switch_ids)).values_list("pk", flat=True))
-    for nic in nics:
-        for port in nic.ports.all():
+        nic.port_rows = ports_by_nic.get(nic.pk, [])
+        for port in nic.port_rows:
             link = getattr(port, "link", None)
             port.planned = link
             port.far_visible = bool(link and link.b_switch_port.switch_id in visible)
