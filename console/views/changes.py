@@ -296,8 +296,9 @@ def _model_named(name: str) -> type[TrackedModel] | None:
 def _when(name: str, value: str, *, end: bool) -> tuple[dt.datetime, bool]:
     """An ISO date or date-time, and whether it was a bare date (as `to`: up to the end of that day)."""
     try:
-        moment = parse_datetime(value)
-        day = None if moment else parse_date(value)
+        # parse_datetime() reads a bare date as midnight: tell the two apart first.
+        day = parse_date(value) if len(value) == 10 else None
+        moment = None if day else parse_datetime(value)
     except ValueError:
         moment = day = None
     if moment is None and day is not None:
