@@ -169,14 +169,8 @@ class ChangeRow:
     report_url: str = ""
 
 
-def _object_url(model: str, record: ChangeRecord) -> str:
-    if record.action == ChangeAction.DELETE:
-        return ""
-    if model == "node":
-        return f"/nodes/{record.object_repr}/"
-    if model == "accelerator" and record.object_repr and not record.object_repr.startswith("accelerator #"):
-        return f"/accelerators/{record.object_repr}/"
-    return ""
+# The console's pages of objects, by model: where a change record's object links to (by its current key).
+OBJECT_PAGES = {"node": "/nodes/{}/", "accelerator": "/accelerators/{}/"}
 
 
 def change_rows(records: list[ChangeRecord], scope: ViewScope) -> list[ChangeRow]:
@@ -191,6 +185,8 @@ def change_rows(records: list[ChangeRecord], scope: ViewScope) -> list[ChangeRow
         model = record.content_type.model_class()
         if model is None:
             continue
+        if record.content_type.model in OBJECT_PAGES and record.action != ChangeAction.DELETE:
+            fk_targets[model].add(record.object_id)  # its current name, for the link to its page
         by_attname = {f.attname: f for f in model._meta.concrete_fields}
         for name, pair in (record.changes or {}).items():
             f = by_attname.get(name)
@@ -216,6 +212,7 @@ def change_rows(records: list[ChangeRecord], scope: ViewScope) -> list[ChangeRow
     for record in records:
         model_cls = record.content_type.model_class()
         model = record.content_type.model
+        own_names = names.get(model, {}) if model in OBJECT_PAGES else {}
         items = sorted((record.changes or {}).items())
         lines = []
         for name, pair in items[:MAX_DIFF_FIELDS]:
@@ -236,7 +233,7 @@ def change_rows(records: list[ChangeRecord], scope: ViewScope) -> list[ChangeRow
             model=model,
             lines=lines,
             hidden=max(0, len(items) - MAX_DIFF_FIELDS),
-            object_url=_object_url(model, record),
+            object_url=OBJECT_PAGES[model].format(current) if (current := own_names.get(record.object_id)) else "",
         )
         if record.correlation_id in tickets:
             pk, type_ = tickets[record.correlation_id]
@@ -264,7 +261,8 @@ def _natural_names(scope: ViewScope, wanted: dict[type[models.Model], set[int]])
     names: dict[str, dict[int, str]] = defaultdict(dict)
     if parts:
         for kind, pk, key in parts[0].union(*parts[1:], all=True):
-            names[kind][pk] = str(key)
+            if key is not None:  # a card without a serial has no name to show
+                names[kind][pk] = str(key)
     return names
 
 
@@ -370,7 +368,10 @@ def changes_filter(qs: QuerySet[ChangeRecord], params: dict[str, str], scope: Vi
 
 def _cursor(value: str) -> tuple[dt.datetime, int]:
     at, sep, pk = value.rpartition("|")
-    moment = parse_datetime(at) if sep else None
+    try:
+        moment = parse_datetime(at) if sep else None
+    except ValueError:  # well formed but no real date-time
+        moment = None
     if moment is None or not pk.isdigit() or len(pk) > 18:
         raise FilterError("before", "Not a page cursor of this list; start again from the first page.")
     return moment, int(pk)

@@ -183,7 +183,7 @@ def node_context(request: HttpRequest, node: Node) -> dict[str, Any]:
     return {
         "node": node,
         "cards": cards,
-        "failed_cards": [c for c in cards if c.health == "failed"],
+        "failed_cards": [c for c in cards if c.health == "failed" and c.serial],
         "nics": _nics(node, scope),
         "software": list(InstalledSoftware.objects.filter(node=node).select_related("package").order_by("component")),
         "tickets": tickets,

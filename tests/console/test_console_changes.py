@@ -44,6 +44,7 @@ def test_a_site_a_user_sees_site_a_changes_and_nothing_of_site_b(places):
     reprs = {row.record.object_repr for row in response.context["rows"]}
     assert {"alpha-node", "alpha-card-00", "alpha-leaf", "alpha-site"} <= reprs
     assert "bravo" not in html
+    assert 'href="/nodes/alpha-node/"' in html and 'href="/accelerators/alpha-card-00/"' in html
     # Catalog changes (models, vendors) are everyone's; a person without any grant sees only those.
     nobody = _client(UserFactory(username="nobody", is_staff=False)).get("/changes/")
     assert {row.model for row in nobody.context["rows"]} <= {"vendor", "acceleratormodel", "servermodel"}
@@ -146,6 +147,7 @@ def test_time_range(places):
         ({"ticket": "REP-999999"}, "ticket", "No ticket 'REP-999999'"),
         ({"ticket": "not a ticket"}, "ticket", "No ticket"),
         ({"before": "garbage"}, "before", "Not a page cursor"),
+        ({"before": "2026-13-01T00:00:00|5"}, "before", "Not a page cursor"),
     ],
 )
 def test_a_bad_filter_value_is_a_400_naming_the_field_and_the_reason(places, query, field, reason):
