@@ -214,6 +214,10 @@ def change_rows(records: list[ChangeRecord], scope: ViewScope) -> list[ChangeRow
         model = record.content_type.model
         own_names = names.get(model, {}) if model in OBJECT_PAGES else {}
         items = sorted((record.changes or {}).items())
+        if record.action != ChangeAction.UPDATE:
+            # A create or delete lists every field: the empty ones say nothing.
+            side = 1 if record.action == ChangeAction.CREATE else 0
+            items = [(k, v) for k, v in items if _pair(v)[side] not in ("", None, [], {})]
         lines = []
         for name, pair in items[:MAX_DIFF_FIELDS]:
             before, after = _pair(pair)

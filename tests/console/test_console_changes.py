@@ -119,6 +119,7 @@ def test_a_foreign_key_in_a_diff_is_shown_by_name(places):
     create = response.context["rows"][-1]
     node_line = next(line for line in create.lines if line.field == "node")
     assert node_line.after == a.node.pk and node_line.after_label == "alpha-node"
+    assert all(line.after not in ("", None) for line in create.lines)  # a create lists only the fields it set
     assert "(alpha-node)" in response.content.decode()
 
 
