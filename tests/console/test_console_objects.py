@@ -215,3 +215,14 @@ def test_node_and_card_pages_run_the_same_queries_for_a_small_and_a_large_node(d
     card_large = _count(client, f"/accelerators/{large.cards[1].serial}/")
     assert card_small == card_large, (card_small, card_large)
     print(f"queries: node page {node_large}, accelerator page {card_large}")
+
+
+def test_a_far_end_switch_outside_the_users_scope_is_not_named(places):
+    a, b = places
+    nic = m.Nic.objects.create(node=a.node, name="mlx5_9", kind="infiniband")
+    port = m.NicPort.objects.create(nic=nic, name="1")
+    far = m.SwitchPort.objects.create(switch=b.switch, name="bravo-p9")
+    m.Link.objects.create(fabric=m.Fabric.objects.get(name="alpha-fabric"), a_nic_port=port, b_switch_port=far)
+    html = _client(scoped_user("viewer-a", a.site)).get(f"/nodes/{a.node.hostname}/").content.decode()
+    assert "mlx5_9" in html and "a switch outside your scope" in html
+    assert "bravo" not in html
