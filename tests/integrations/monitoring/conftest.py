@@ -25,6 +25,12 @@ UUID0 = "GPU-c2f76b33-7953-256e-8f33-1343419b1a1c"
 UUID1 = "GPU-5d1e0f42-1111-4c0e-9a3b-2b7a1f0e9c11"
 
 
+@pytest.fixture(autouse=True)
+def _repairs_wait(settings):
+    """A repair ticket opens and waits (no drain step queued): these tests are about which ticket opens."""
+    settings.GPUOPS_WORKFLOWS = {**getattr(settings, "GPUOPS_WORKFLOWS", {}), "REPAIR_AUTO_START": False}
+
+
 def rules_ensure() -> None:
     """The default rule table and policies as migrate writes them (a transactional test flushed them)."""
     importlib.import_module("integrations.monitoring.migrations.0002_default_alert_rules").ensure(apps, None)
