@@ -20,9 +20,8 @@ from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import generics, serializers
 
-from cmdb.permissions import restrict
-
 from .models import ReceivedAlert, SourceKind
+from .selectors import received_alert_list
 from .services.intake import alerts_receive
 from .services.payloads import IncomingAlert, PayloadError, alertmanager_parse, generic_parse
 from .services.sources import alert_source_authenticate
@@ -119,7 +118,7 @@ class ReceivedAlertList(generics.ListAPIView):
     serializer_class = ReceivedAlertSerializer
 
     def get_queryset(self):
-        qs = restrict(ReceivedAlert.objects.all(), self.request.user, "view")
+        qs = received_alert_list(self.request.user)
         status = self.request.query_params.get("status")
         if status:
             if status not in ("firing", "resolved"):
@@ -130,4 +129,4 @@ class ReceivedAlertList(generics.ListAPIView):
             if matched not in ("true", "false"):
                 raise serializers.ValidationError({"matched": ['"true" or "false".']})
             qs = qs.filter(is_matched=matched == "true")
-        return qs.select_related("source", "node", "accelerator", "rule").order_by("-received_at", "-id")
+        return qs

@@ -85,3 +85,15 @@ def test_the_admin_shows_a_new_sources_token_once(client, db):
     change = client.get(f"/admin/monitoring/alertsource/{source.pk}/change/").content.decode()
     assert token not in change
     assert client.get("/admin/monitoring/alertrule/").status_code == 200
+
+
+def test_the_dashboard_selector_counts_unmatched_firing_alerts_in_scope(two_sites):
+    from integrations.monitoring.selectors import unmatched_alerts_firing
+
+    noc = UserFactory(username="noc2", is_staff=False)
+    noc.user_permissions.add(Permission.objects.get(codename="view_receivedalert"))
+    count, newest = unmatched_alerts_firing(noc)
+    assert count == 1 and newest[0].labels["Hostname"] == "gpu-nowhere"
+    tech = UserFactory(username="tech2", is_staff=False)
+    grant_scope(scope_obj=two_sites.site, perms=["view_scope"], users=[tech])
+    assert unmatched_alerts_firing(tech) == (0, [])
