@@ -129,10 +129,11 @@ def health_signal_raise(
             event.count += 1
             event.last_seen_at = now
             event.save(update_fields=["count", "last_seen_at"])
-    if card is not None:
-        _card_health_set(
-            card, worst(card.health if card.health != Health.UNKNOWN else Health.OK, grade.health), message, now
-        )
+    if card is not None and grade.health != Health.OK:  # an info signal says nothing about the card's health
+        base = card.health if card.health != Health.UNKNOWN else Health.OK
+        health = worst(base, grade.health)
+        # The detail names what set the health: a warning does not overwrite why a card is failed.
+        _card_health_set(card, health, message if health == grade.health else card.health_detail, now)
     _node_health_set(node, worst(node.health, _node_health(node, policies)))
     hook_error = ""
     if created and card is not None and grade.marks_failed:

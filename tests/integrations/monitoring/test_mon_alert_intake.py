@@ -231,3 +231,12 @@ def test_alert_source_add_prints_the_token_on_its_last_line(db, client):
         "POST", AM_URL, rules_body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}"
     )
     assert response.status_code == 200 and response.json()["received"] == 0
+
+
+def test_a_warning_on_a_failed_card_keeps_it_failed_with_its_reason(fleet, post):
+    post(am_body(am_alert(XID79)))
+    hot = {"alertname": "DCGMGpuTemperatureHigh", "Hostname": "gpu-a01", "gpu": "0"}
+    post(am_body(am_alert(hot, fingerprint="hot1")))
+    post(am_body(am_alert(hot, fingerprint="hot1", status="resolved"), status="resolved"))
+    fleet.card0.refresh_from_db()
+    assert fleet.card0.health == "failed" and "xid 79" in fleet.card0.health_detail

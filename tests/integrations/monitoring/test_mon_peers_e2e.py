@@ -218,7 +218,12 @@ def test_a_dcgm_xid_79_alert_opens_the_repair_of_the_right_card_and_its_resoluti
     def repair() -> Ticket | None:
         return Ticket.objects.filter(dedup_key=dedup_key_for(world.card0.pk), is_open=True).first()
 
-    assert wait_until(repair, timeout=30), f"no repair ticket:\n{peers.logs()}"
+    def applied() -> bool:
+        # The alert's row, its event and the ticket commit together; on SQLite the live server shares the test's
+        # connection, so wait for the last write of the intake rather than for the ticket alone.
+        return bool(repair()) and ReceivedAlert.objects.filter(health_event__accelerator=world.card0).exists()
+
+    assert wait_until(applied, timeout=30), f"no repair ticket:\n{peers.logs()}"
     event = m.HealthEvent.objects.get(accelerator=world.card0)
     assert (event.kind, event.code, event.source, event.resolved_at) == ("xid", "79", "alertmanager", None)
     assert not Ticket.objects.filter(dedup_key=dedup_key_for(other.pk)).exists()
@@ -226,7 +231,13 @@ def test_a_dcgm_xid_79_alert_opens_the_repair_of_the_right_card_and_its_resoluti
     assert alert.labels["Hostname"] == HOST and alert.is_matched
 
     peers.exporter.text = CAPTURE.read_text().replace("} 79\n", "} 0\n")  # the card is fine again
-    closed = wait_until(lambda: m.HealthEvent.objects.filter(pk=event.pk, resolved_at__isnull=False).exists(), 30)
+    closed = wait_until(
+        lambda: (
+            m.HealthEvent.objects.filter(pk=event.pk, resolved_at__isnull=False).exists()
+            and ReceivedAlert.objects.filter(health_event=event, status="resolved").exists()
+        ),
+        30,
+    )
     assert closed, f"the event was not closed:\n{peers.logs()}"
     alert.refresh_from_db()
     assert alert.status == "resolved"
