@@ -160,7 +160,8 @@ def _queue_depths() -> list[GaugeData]:
     gauge = GaugeData("gpuops_celery_queue_depth", "Messages waiting in each Celery queue", ["queue"])
     queues = [q.strip() for q in str(getattr(settings, "CELERY_WORKER_QUEUES", "default")).split(",") if q.strip()]
     timeout = float(getattr(settings, "GPUOPS_METRICS_BROKER_TIMEOUT_SECONDS", 2))
-    with app.connection_for_read() as conn:
+    options = {"socket_connect_timeout": timeout, "socket_timeout": timeout}
+    with app.connection_for_read(transport_options=options) as conn:
         conn.ensure_connection(max_retries=1, timeout=timeout)
         channel = conn.default_channel
         for queue in queues:

@@ -89,8 +89,12 @@ def _check_broker() -> str:
     from .celery import app
 
     timeout = float(getattr(settings, "GPUOPS_READYZ_BROKER_TIMEOUT_SECONDS", 2))
-    with app.connection_for_read() as conn:
+    options = {"socket_connect_timeout": timeout, "socket_timeout": timeout}
+    with app.connection_for_read(transport_options=options) as conn:
         conn.ensure_connection(max_retries=1, timeout=timeout)
+        client = getattr(conn.default_channel, "client", None)
+        if client is not None and hasattr(client, "ping"):
+            client.ping()  # the Redis transport connects lazily: ask it something
     return "ok"
 
 

@@ -159,7 +159,9 @@ def test_readyz_checks_database_migrations_and_broker(client, monkeypatch):
     assert response.json()["checks"] == {"database": "ok", "migrations": "ok", "broker": "ok"}
     from gpuops.celery import app
 
-    monkeypatch.setattr(app.conf, "broker_url", "redis://127.0.0.1:1/0")  # nothing listens on port 1
+    connect = app.connection_for_read
+    # A Redis broker where nothing listens (port 1), whatever the configured broker is.
+    monkeypatch.setattr(app, "connection_for_read", lambda **kw: connect(url="redis://127.0.0.1:1/0", **kw))
     down = client.get("/readyz")
     assert down.status_code == 503 and down.json()["checks"]["broker"].startswith("failed")
     assert down.json()["checks"]["database"] == "ok"
