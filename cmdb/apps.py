@@ -27,3 +27,8 @@ class CmdbConfig(AppConfig):
         signals.connect([m for m in apps.get_models() if issubclass(m, TrackedModel)])
         signals.connect_rack_units()
         post_migrate.connect(_cache_table_ensure, sender=self, dispatch_uid="gpuops_cache_table")
+        from gpuops.metrics import fleet_section_register
+
+        from .metrics import cmdb_fleet_gauges
+
+        fleet_section_register("cmdb", cmdb_fleet_gauges)  # the fleet gauges of /metrics

@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "integrations.switches",
     "integrations.procurement",
     "integrations.warehouse",
+    "integrations.monitoring",
     "console",
 ]
 
@@ -291,6 +292,15 @@ GPUOPS = {
     "AGENT_STALE_AFTER_MINUTES": int(os.environ.get("GPUOPS_AGENT_STALE_AFTER_MINUTES", "30")),
     "AGENT_REPORT_MAX_BYTES": int(os.environ.get("GPUOPS_AGENT_REPORT_MAX_BYTES", str(2 * 1024 * 1024))),
 }
+
+# /metrics (gpuops/observability.py, docs/monitoring.md): a scraper sends `Authorization: Bearer <token>` or comes
+# from an allowed network (CIDRs, comma-separated; REMOTE_ADDR). Neither set: /metrics is closed. Fleet gauges
+# are cached in the shared cache for CACHE_SECONDS (0: computed at every scrape).
+GPUOPS_METRICS_TOKEN = os.environ.get("GPUOPS_METRICS_TOKEN", "")
+GPUOPS_METRICS_ALLOW_FROM = env_list("GPUOPS_METRICS_ALLOW_FROM")
+GPUOPS_METRICS_CACHE_SECONDS = float(os.environ.get("GPUOPS_METRICS_CACHE_SECONDS", "15"))
+GPUOPS_METRICS_BROKER_TIMEOUT_SECONDS = 2.0
+GPUOPS_READYZ_BROKER_TIMEOUT_SECONDS = 2.0
 
 # Extension point for the other apps' settings (adapters, schedules); each app keeps its own defaults.
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")

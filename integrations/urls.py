@@ -6,4 +6,5 @@ urlpatterns = [
     path("switches/", include("integrations.switches.urls")),
     path("procurement/", include("integrations.procurement.urls")),
     path("warehouse/", include("integrations.warehouse.urls")),
+    path("alerts/", include("integrations.monitoring.urls")),
 ]

@@ -39,6 +39,11 @@ class WorkflowsConfig(AppConfig):
         report_received.connect(on_node_reported, dispatch_uid="workflows_wake_on_report")
         post_migrate.connect(_permissions_after_migrate, sender=self, dispatch_uid="workflows_transition_perms")
         _beat_schedule_defaults()
+        from gpuops.metrics import fleet_section_register
+
+        from .metrics import workflows_fleet_gauges
+
+        fleet_section_register("workflows", workflows_fleet_gauges)  # tickets, SLA, steps, rollouts on /metrics
 
 
 def _permissions_after_migrate(sender: AppConfig, **kwargs: object) -> None:

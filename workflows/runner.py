@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import socket
+import time
 import traceback
 from dataclasses import dataclass
 
@@ -32,6 +33,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from gpuops.context import ChangeSource, change_context
+from gpuops.metrics import STEP_RUN_SECONDS, STEP_RUNS
 from gpuops.tasks import PUBLISH_ERRORS
 from integrations.exceptions import TransientError
 
@@ -112,18 +114,30 @@ def step_execute(run_id: str, *, worker: str = "") -> RetryRequest | None:
     if run.attempts == 1:
         timeline_add(ticket=ticket, kind=TimelineKind.STEP, step_run=run, message=f"Step '{spec.label}' started")
     ctx.log(f"attempt {run.attempts}/{run.max_attempts} on {run.worker}")
+    started = time.monotonic()
     try:
         # Every CMDB change the step makes carries the ticket's correlation id and the source "workflow".
         with change_context(source=ChangeSource.WORKFLOW, correlation_id=ticket.correlation_id, actor=run.actor):
             outcome = spec.fn(ctx)
     except (TransientError, SoftTimeLimitExceeded) as exc:
+        _step_observe(ticket.type, run.step, "transient_error", started)
         return _on_transient(run, ctx, spec.label, exc)
     except Exception as exc:
         # Deliberately broad: any bug or PermanentError fails this run visibly instead of killing the task.
         ctx.log("".join(traceback.format_exception_only(type(exc), exc)).strip(), level="error")
         outcome = Failed(reason=f"{type(exc).__name__}: {exc}")
+    _step_observe(ticket.type, run.step, _OUTCOME_NAMES.get(type(outcome), type(outcome).__name__.lower()), started)
     _outcome_apply(run, ctx, spec.label, outcome)
     return None
+
+
+_OUTCOME_NAMES = {Done: "succeeded", WaitForEvent: "waiting", Failed: "failed"}
+
+
+def _step_observe(workflow_name: str, step: str, outcome: str, started: float) -> None:
+    """One attempt on /metrics: counted by workflow, step and outcome, timed by workflow and step."""
+    STEP_RUNS.labels(workflow=workflow_name, step=step, outcome=outcome).inc()
+    STEP_RUN_SECONDS.labels(workflow=workflow_name, step=step).observe(time.monotonic() - started)
 
 
 def _backoff(attempt: int) -> float:

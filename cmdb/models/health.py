@@ -72,6 +72,8 @@ class HealthEvent(models.Model):
     first_seen_at = models.DateTimeField()
     last_seen_at = models.DateTimeField()
     resolved_at = models.DateTimeField(null=True, blank=True)
+    # Who reported it: "agent" (inventory agent reports) or a monitor ("alertmanager", "generic").
+    source = models.CharField(max_length=32, default="agent")
 
     class Meta:
         ordering = ["-last_seen_at"]

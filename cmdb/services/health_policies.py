@@ -1,6 +1,6 @@
 """The default health policy rows: how a fresh install grades health signals, and what the demo uses too.
 
-One list. The data migrations of inventory_agents hold frozen copies of it (0002, 0004, changed by 0005); a test
+One list. The data migrations of inventory_agents hold frozen copies of it (0002, 0004, 0006; changed by 0005); a test
 checks that a migrated database holds exactly these rows. Changing a row here needs a migration like 0005.
 """
 
@@ -54,6 +54,15 @@ DEFAULT_POLICIES: list[tuple[str, str, str, str, bool, str]] = [
     ("moved", "", "info", "monitor", False, "Card seen in another node than recorded (moved)"),
     ("conflict", "", "warning", "monitor", False, "Report contradicts the CMDB; an operator decides"),
     ("collector", "", "warning", "monitor", False, "An agent collector failed or a section came back empty"),
+    # Conditions monitors (Prometheus / Alertmanager, dcgm-exporter, node-exporter) report; added by 0006.
+    ("nvlink", "", "warning", "monitor", False, "NVLink errors counted by the monitor"),
+    ("temperature", "", "warning", "monitor", False, "Card temperature above its limit"),
+    ("power", "", "warning", "monitor", False, "Power draw or power violation above its limit"),
+    ("thermal_violation", "", "warning", "monitor", False, "The card throttled for thermal reasons"),
+    ("node_down", "", "critical", "reboot", False, "The node stopped answering its monitor"),
+    ("disk", "", "warning", "monitor", False, "A disk is filling up or failing"),
+    ("memory", "", "warning", "monitor", False, "Host memory nearly exhausted or failing"),
+    ("node_unhealthy", "", "warning", "monitor", False, "A monitor reports the node unhealthy"),
 ]
 
 

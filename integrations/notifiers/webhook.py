@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import httpx
 
+from gpuops.metrics import WEBHOOK_DELIVERIES
 from integrations.exceptions import PermanentError, TransientError
 
 from .base import Notification
@@ -27,6 +28,18 @@ class WebhookNotifier:
         self._client = client  # tests pass a client on an httpx.MockTransport
 
     def send(self, notification: Notification) -> None:
+        """POST it; counted on /metrics (gpuops_webhook_deliveries) as delivered, transient or permanent."""
+        try:
+            self._send(notification)
+        except TransientError:
+            WEBHOOK_DELIVERIES.labels(kind="notifier", outcome="transient_error").inc()
+            raise
+        except PermanentError:
+            WEBHOOK_DELIVERIES.labels(kind="notifier", outcome="permanent_error").inc()
+            raise
+        WEBHOOK_DELIVERIES.labels(kind="notifier", outcome="delivered").inc()
+
+    def _send(self, notification: Notification) -> None:
         headers = {**self.headers, "Idempotency-Key": notification.key, "User-Agent": "gpuops-notifier"}
         try:
             if self._client is not None:

@@ -19,6 +19,7 @@ from django.utils import timezone
 from cmdb.models import Node
 from cmdb.services.changelog import tracked_update
 from gpuops.context import ChangeSource, change_context
+from gpuops.metrics import AGENT_REPORTS, REPORT_APPLY_SECONDS
 
 from ..conf import setting
 from ..models import AgentToken, Report, ReportStatus
@@ -98,8 +99,22 @@ def _check_clock(observed: Observed, now: dt.datetime) -> None:
 
 
 def report_ingest(*, token: AgentToken, body: bytes) -> IngestResult:
-    """Handle one report body posted with `token` (already authenticated, its node loaded with agent_state)."""
+    """Handle one report body posted with `token` (already authenticated, its node loaded with agent_state).
+
+    Counted on /metrics by outcome (applied, unchanged, superseded, rejected, failed); an applied report's
+    time goes into the apply-latency histogram."""
     started = time.monotonic()
+    result = _report_ingest(token=token, body=body, started=started)
+    outcome = str(result.body.get("status", "")) if result.status == 200 else ""
+    if not outcome:
+        outcome = "failed" if result.status >= 500 else "rejected"
+    AGENT_REPORTS.labels(outcome=outcome).inc()
+    if outcome == "applied":
+        REPORT_APPLY_SECONDS.observe(time.monotonic() - started)
+    return result
+
+
+def _report_ingest(*, token: AgentToken, body: bytes, started: float) -> IngestResult:
     now = timezone.now()
     node = token.node
     if not node_status_allows_reports(node):
