@@ -41,7 +41,7 @@ def test_a_lazy_import_of_workflows_in_an_adapter_breaks_the_contract(tmp_path):
     """Our integrations contract, run over a small tree whose only offence sits inside a function."""
     contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
     (contract,) = [c for c in contracts if c["source_modules"] == ["integrations"]]
-    for package in ("cmdb", "integrations", "inventory_agents", "workflows", "gpuops"):
+    for package in ("cmdb", "integrations", "inventory_agents", "workflows", "gpuops", "console"):
         (tmp_path / package).mkdir()
         (tmp_path / package / "__init__.py").write_text("")
     (tmp_path / "workflows" / "engine.py").write_text("def ticket_create(): ...\n")
@@ -60,7 +60,7 @@ def test_a_lazy_import_of_workflows_in_an_adapter_breaks_the_contract(tmp_path):
     (tmp_path / ".importlinter.toml").write_text(
         textwrap.dedent(f"""\
         [tool.importlinter]
-        root_packages = ["cmdb", "integrations", "inventory_agents", "workflows", "gpuops"]
+        root_packages = ["cmdb", "integrations", "inventory_agents", "workflows", "gpuops", "console"]
 
         [[tool.importlinter.contracts]]
         name = "{contract["name"]}"
