@@ -7,12 +7,16 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import URLPattern, path
 
+from cmdb.permissions import scope_lookups_cached
+
 from ..dashboard import fleet_dashboard
 
 
 @login_required
 def dashboard_view(request: HttpRequest) -> HttpResponse:
-    return render(request, "console/dashboard.html", {"d": fleet_dashboard(user=request.user)})
+    with scope_lookups_cached():  # a dozen scoped aggregates, one read of the user's grants
+        figures = fleet_dashboard(user=request.user)
+    return render(request, "console/dashboard.html", {"d": figures})
 
 
 urlpatterns: list[URLPattern] = [
