@@ -255,6 +255,15 @@ def test_overdue_and_age_filters_of_the_ticket_list(fleet):
     assert ticket_list(user, {"type": "repair", "age": "nonsense"}).count() == 2  # an unknown bucket filters nothing
 
 
+def test_the_ticket_api_takes_the_same_filters(fleet):
+    client = Client()
+    client.force_login(fleet["viewer"])
+    response = client.get("/api/workflows/tickets/", {"overdue": "true"})
+    assert response.status_code == 200
+    assert response.json()["count"] == 1
+    assert client.get("/api/workflows/tickets/", {"type": "repair", "age": "lt1d"}).json()["count"] == 1
+
+
 def test_stock_line_below_minimum(fleet):
     rows = fleet_dashboard(user=fleet["viewer"])["stock"]["rows"]
     [line] = [r.line for r in rows]
