@@ -194,12 +194,13 @@ def _accelerators(user: AbstractBaseUser) -> dict[str, Any]:
 
 def _nodes(user: AbstractBaseUser, now: dt.datetime) -> dict[str, Any]:
     stale_minutes = int(agent_setting("AGENT_STALE_AFTER_MINUTES"))
-    cutoff = now - dt.timedelta(minutes=stale_minutes)
-    rows = cmdb_selectors.node_breakdown(user=user, stale_after=dt.timedelta(minutes=stale_minutes), now=now)
+    stale_after = dt.timedelta(minutes=stale_minutes)
+    # Whole seconds, so the link's `last_seen_at__lte` names the same instant the count used.
+    cutoff = (now - stale_after).replace(microsecond=0)
+    rows = cmdb_selectors.node_breakdown(user=user, stale_after=stale_after, now=cutoff + stale_after)
     present = {r["status"] for r in rows}
     statuses = [s for s in NodeStatus if s in present]
     reporting = ",".join(s for s in NodeStatus if s not in cmdb_selectors.QUIET_STATUSES)
-    # Whole seconds, in UTC: the list's datetime filter reads it back exactly.
     cutoff_param = cutoff.astimezone(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
     def site_row(site: str, subset: list[dict[str, Any]]) -> SiteNodes:

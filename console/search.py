@@ -373,10 +373,13 @@ SEARCHES: tuple[Callable[[AbstractBaseUser, Terms], KindResult | None], ...] = (
 def inventory_search(*, user: AbstractBaseUser, query: str) -> SearchResult:
     """Everything `user` may see that `query` identifies, grouped by kind (kinds without a hit left out).
 
-    Raises ValueError for a query longer than MAX_QUERY_LENGTH characters (no identifier is that long)."""
+    Raises ValueError for a query longer than MAX_QUERY_LENGTH characters or with control characters (no
+    identifier has them; PostgreSQL refuses a NUL in a string)."""
     text = query.strip()
     if len(text) > MAX_QUERY_LENGTH:
         raise ValueError(f"The search is {len(text)} characters long; at most {MAX_QUERY_LENGTH} are looked up.")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
+        raise ValueError("The search contains control characters; no identifier does.")
     result = SearchResult(query=text)
     if not text:
         return result

@@ -193,10 +193,11 @@ def test_empty_query_shows_what_can_be_searched(world):
         assert f">{what}<" in body
 
 
-def test_overlong_query_is_a_clear_400(world):
-    response = _get(world["viewer"], "x" * 500)
+@pytest.mark.parametrize(("q", "reason"), [("x" * 500, "at most 200"), ("sa-gpu\x00", "control characters")])
+def test_unsearchable_input_is_a_clear_400(world, q, reason):
+    response = _get(world["viewer"], q)
     assert response.status_code == 400
-    assert "at most 200" in response.content.decode()
+    assert reason in response.content.decode()
 
 
 def test_each_kind_is_capped_with_a_link_to_the_full_list(world):
