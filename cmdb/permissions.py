@@ -13,6 +13,9 @@ All grants go through `grant_scope` so there is one way in.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from django.apps import apps
@@ -71,7 +74,33 @@ def register_scope(model: type[models.Model], paths: dict[str, str]) -> None:
     SCOPE_PATHS[_label(model)] = paths
 
 
+# Scope ids memoised for the duration of `scope_lookups_cached()` (None outside it: every call asks guardian).
+_scope_memo: ContextVar[dict[tuple[Any, str, str], list[int]] | None] = ContextVar("scope_memo", default=None)
+
+
+@contextmanager
+def scope_lookups_cached() -> Iterator[None]:
+    """Within the block, each user's scope grants are read once (a page restricting ten querysets asks guardian
+    six queries, not sixty). For read-only work only: a grant changed inside the block is not seen."""
+    token = _scope_memo.set({})
+    try:
+        yield
+    finally:
+        _scope_memo.reset(token)
+
+
 def _scope_ids(user: AbstractBaseUser, scope: str, action: str) -> list[int]:
+    memo = _scope_memo.get()
+    key = (user.pk, scope, "view" if action == "view" else "change")
+    if memo is not None and key in memo:
+        return list(memo[key])
+    ids = _scope_ids_lookup(user, scope, action)
+    if memo is not None:
+        memo[key] = ids
+    return ids
+
+
+def _scope_ids_lookup(user: AbstractBaseUser, scope: str, action: str) -> list[int]:
     model = apps.get_model("cmdb", scope)
     # Bare codenames: the same codename exists on Site, Cluster and Tenant, so guardian must take the
     # content type from `klass` rather than look it up by "app.codename".

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ValidationError
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Q, QuerySet
 
 from .filtersets import AcceleratorFilterSet, NodeFilterSet
-from .models import Accelerator, ChangeRecord, Node
+from .holds import holds_for
+from .models import Accelerator, ChangeRecord, HealthEvent, Link, LinkStatus, Node, NodeStatus
 from .permissions import restrict
 
 #: the query parameters of the summary, shared with the lists of accelerators and nodes
@@ -62,6 +64,90 @@ def fleet_summary(*, user: AbstractBaseUser, filters: Mapping[str, str] | None =
             "by_status": by_status,
             "by_health": _counts(nodes, "health"),
         },
+    }
+
+
+# Nodes nobody expects an agent report from: not built yet, or gone (the staleness sweep skips them too).
+QUIET_STATUSES = (NodeStatus.PLANNED, NodeStatus.DECOMMISSIONED)
+
+
+def _key(value: Any) -> str:
+    return str(value) if value is not None else "none"
+
+
+def accelerator_breakdown(*, user: AbstractBaseUser) -> list[dict[str, Any]]:
+    """Visible cards counted by site x vendor x health, with how many of each are missing from their node's
+    last report: one GROUP BY query. Rows: {site, vendor, health, n, missing}; "none" for an empty key."""
+    rows = (
+        restrict(Accelerator.objects.all(), user, "view")
+        .order_by()
+        .values("site__code", "model__vendor__slug", "health")
+        .annotate(n=Count("id"), missing=Count("id", filter=Q(is_missing=True)))
+    )
+    return [
+        {
+            "site": _key(r["site__code"]),
+            "vendor": _key(r["model__vendor__slug"]),
+            "health": _key(r["health"]),
+            "n": r["n"],
+            "missing": r["missing"],
+        }
+        for r in rows
+    ]
+
+
+def node_breakdown(*, user: AbstractBaseUser, stale_after: dt.timedelta, now: dt.datetime) -> list[dict[str, Any]]:
+    """Visible nodes counted by site x status x cordoned, with the flagged-stale ones and the silent ones (last
+    seen before `now - stale_after`, not planned or decommissioned, whether or not the sweep flagged them yet):
+    one GROUP BY query. Rows: {site, status, is_cordoned, n, stale, silent}."""
+    cutoff = now - stale_after
+    rows = (
+        restrict(Node.objects.all(), user, "view")
+        .order_by()
+        .values("site__code", "status", "is_cordoned")
+        .annotate(
+            n=Count("id"),
+            stale=Count("id", filter=Q(is_stale=True)),
+            silent=Count("id", filter=Q(last_seen_at__lt=cutoff) & ~Q(status__in=QUIET_STATUSES)),
+        )
+    )
+    return [
+        {
+            "site": _key(r["site__code"]),
+            "status": r["status"],
+            "is_cordoned": r["is_cordoned"],
+            "n": r["n"],
+            "stale": r["stale"],
+            "silent": r["silent"],
+        }
+        for r in rows
+    ]
+
+
+def cabling_faults_by_site(*, user: AbstractBaseUser) -> dict[str, int]:
+    """Visible links whose observed peer differs from the plan (status mismatch), per site: one query."""
+    links = restrict(Link.objects.filter(status=LinkStatus.MISMATCH), user, "view")
+    return _counts(links, "fabric__site__code")
+
+
+def conflicts_by_site(*, user: AbstractBaseUser) -> dict[str, int]:
+    """Open `conflict` health events (an agent report that does not match the CMDB: a UUID on another serial, a
+    card in a slot the model lacks, ...) on visible nodes, per site: one query."""
+    events = restrict(HealthEvent.objects.filter(kind="conflict", resolved_at__isnull=True), user, "view")
+    return _counts(events, "node__site__code")
+
+
+def held_nodes(*, user: AbstractBaseUser) -> dict[int, tuple[str, str, list]]:
+    """{node id: (site code, hostname, [Holder, ...])} for the visible nodes an open change holds (cmdb.holds):
+    one query for the visible nodes plus the hold providers' fixed few, whatever the fleet size."""
+    nodes = restrict(Node.objects.all(), user, "view").order_by()
+    facts = {pk: (site, hostname) for pk, site, hostname in nodes.values_list("pk", "site__code", "hostname")}
+    if not facts:
+        return {}
+    return {
+        node_id: (*facts[node_id], holders)
+        for node_id, holders in holds_for(node_ids=facts).items()
+        if holders and node_id in facts
     }
 
 

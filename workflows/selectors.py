@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
+from django.utils import timezone
 
 from cmdb.models import ChangeRecord
 
@@ -26,11 +27,36 @@ from .registry import workflow, workflow_or_none
 
 BUSY_STATUSES = (StepStatus.PENDING, StepStatus.RUNNING, StepStatus.RETRY)
 
+#: Age buckets of open tickets (the list's `age` filter): key, label, from days, to days (None: no upper end).
+AGE_BUCKETS: tuple[tuple[str, str, int, int | None], ...] = (
+    ("lt1d", "< 1 day", 0, 1),
+    ("1to3d", "1-3 days", 1, 3),
+    ("3to7d", "3-7 days", 3, 7),
+    ("gt7d", "> 7 days", 7, None),
+)
+
+
+def _age_q(key: str, now: dt.datetime) -> Q | None:
+    """Tickets created within the bucket `key` (None for an unknown key: the filter is ignored)."""
+    for name, _label, low, high in AGE_BUCKETS:
+        if name == key:
+            condition = Q(created_at__lte=now - dt.timedelta(days=low))
+            if high is not None:
+                condition &= Q(created_at__gt=now - dt.timedelta(days=high))
+            return condition
+    return None
+
+
+def _overdue_q(now: dt.datetime) -> Q:
+    """Past the due date the type's SLA gave it (open tickets only are ever overdue)."""
+    return Q(is_open=True, due_at__lt=now)
+
 
 def ticket_list(user: AbstractBaseUser, filters: Mapping[str, Any] | None = None) -> QuerySet[Ticket]:
     """Tickets `user` may see, filtered. Filters (all optional): type, state, status (open/closed/all, default
     open), assignee ('me', a user id, or 'group:<id>'), mine (requested, assigned, in my group or watched),
-    node (hostname substring), site (code), q (reference like REP-12, or words of the title)."""
+    node (hostname substring), site (code), q (reference like REP-12, or words of the title), age (an AGE_BUCKETS
+    key: created that long ago), overdue (past the SLA's due date)."""
     # A QueryDict (request.GET / query_params) must give single values, not lists.
     f = filters.dict() if hasattr(filters, "dict") else dict(filters or {})
     qs = tickets_visible(user).select_related("requester", "assignee", "assignee_group", "site")
@@ -61,10 +87,30 @@ def ticket_list(user: AbstractBaseUser, filters: Mapping[str, Any] | None = None
         qs = qs.filter(site__code=f["site"])
     if q := str(f.get("q") or "").strip():
         qs = qs.filter(_search(q))
+    now = timezone.now()
+    if (age := _age_q(str(f.get("age") or ""), now)) is not None:
+        qs = qs.filter(age)
+    if str(f.get("overdue") or "").lower() in {"1", "true", "on", "yes"}:
+        qs = qs.filter(_overdue_q(now))
     active = StepRun.objects.filter(ticket=OuterRef("pk"), status__in=BUSY_STATUSES)
     failed = StepRun.objects.filter(ticket=OuterRef("pk"), status=StepStatus.FAILED)
     qs = qs.annotate(has_busy_run=Exists(active), has_failed_run=Exists(failed))
     return qs.prefetch_related(Prefetch("links", queryset=TicketLink.objects.filter(role="subject")))
+
+
+def open_ticket_ages(user: AbstractBaseUser, *, now: dt.datetime | None = None) -> dict[str, dict[str, int]]:
+    """Open tickets `user` may see, per type: {type: {"total", "overdue", <AGE_BUCKETS key>: n}}, in one GROUP BY
+    query. The same conditions as the list's `age` / `overdue` filters, so each number is its list's count."""
+    now = now or timezone.now()
+    aggregates = {key: Count("id", filter=_age_q(key, now)) for key, *_ in AGE_BUCKETS}
+    rows = (
+        tickets_visible(user)
+        .filter(is_open=True)
+        .order_by()
+        .values("type")
+        .annotate(total=Count("id"), overdue=Count("id", filter=_overdue_q(now)), **aggregates)
+    )
+    return {r["type"]: {k: v for k, v in r.items() if k != "type"} for r in sorted(rows, key=lambda r: r["type"])}
 
 
 def _search(q: str) -> Q:
@@ -217,8 +263,10 @@ def poll_seconds(ticket: Ticket) -> int | None:
 
 
 __all__ = [
+    "AGE_BUCKETS",
     "TicketActions",
     "TimelineItem",
+    "open_ticket_ages",
     "poll_seconds",
     "state_tone",
     "ticket_actions",

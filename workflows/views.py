@@ -39,7 +39,7 @@ from .selectors import (
 
 logger = logging.getLogger(__name__)
 
-LIST_FILTERS = ("type", "state", "status", "assignee", "mine", "node", "site", "q")
+LIST_FILTERS = ("type", "state", "status", "assignee", "mine", "node", "site", "q", "age", "overdue")
 
 
 def _ticket_or_404(request: HttpRequest, pk: int) -> Ticket:

@@ -24,8 +24,8 @@ def test_login_page_renders(client):
     assert b'name="username"' in response.content and b"app.css" in response.content
 
 
-def test_site_root_redirects_to_tickets(client):
-    assert client.get("/")["Location"] == "/tickets/"
+def test_site_root_is_the_dashboard_behind_the_login(client):
+    assert client.get("/")["Location"] == "/accounts/login/?next=/"
 
 
 def test_list_shows_only_visible_tickets_and_filters(client, wf, fleet, tech, lead, outsider):

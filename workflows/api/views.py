@@ -31,6 +31,13 @@ FILTER_PARAMETERS = [
     OpenApiParameter("node", str, description="Linked node hostname contains."),
     OpenApiParameter("site", str, description="Site code."),
     OpenApiParameter("q", str, description="A reference (REP-12) or words of the title."),
+    OpenApiParameter(
+        "age",
+        str,
+        enum=["lt1d", "1to3d", "3to7d", "gt7d"],
+        description="Created that long ago (days: <1, 1-3, 3-7, >7).",
+    ),
+    OpenApiParameter("overdue", bool, description="Open and past the due date of the type's SLA."),
 ]
 IDEMPOTENCY = OpenApiParameter(
     "Idempotency-Key",

@@ -24,7 +24,9 @@ from cmdb.models import (
     NodeStatus,
 )
 
+from .access import visible
 from .locks import node_lock_holders
+from .models import FINAL_STATUSES, IN_FLIGHT_NODE_STATES, TERMINAL_NODE_STATES, NodeRun, NodeRunState, Rollout
 from .planning import CANARY_TAG, ClusterFacts, NodeFacts, PackageFacts
 
 # Nodes that count towards a cluster's capacity: meant to serve, whether or not they can right now. Nodes being
@@ -217,12 +219,62 @@ def node_facts(
     return facts, cluster_facts(r[2] for r in rows)
 
 
+@dataclass(frozen=True)
+class RolloutInFlight:
+    """A rollout not finished yet, with its node runs counted by outcome."""
+
+    rollout: Rollout
+    total: int
+    succeeded: int
+    failed: int
+    in_flight: int
+    pending: int
+
+    @property
+    def done(self) -> int:
+        return self.total - self.in_flight - self.pending
+
+
+def rollouts_in_flight(user: Any, *, limit: int = 20) -> tuple[list[RolloutInFlight], int]:
+    """Unfinished rollouts `user` may see, newest first (at most `limit`), and how many there are: three
+    queries (count, rows, node runs grouped by rollout and state), whatever the number of nodes."""
+    qs = visible(user, Rollout).exclude(status__in=FINAL_STATUSES)
+    total = qs.count()
+    rollouts = list(qs.select_related("ticket", "package").order_by("-created_at", "-id")[:limit])
+    counts: dict[int, dict[str, int]] = defaultdict(dict)
+    for rollout_id, state, n in (
+        NodeRun.objects.filter(rollout__in=[r.pk for r in rollouts])
+        .order_by()
+        .values_list("rollout_id", "state")
+        .annotate(n=Count("id"))
+    ):
+        counts[rollout_id][state] = n
+    out = []
+    for r in rollouts:
+        c = counts.get(r.pk, {})
+        out.append(
+            RolloutInFlight(
+                rollout=r,
+                total=sum(c.values()),
+                succeeded=c.get(NodeRunState.SUCCEEDED, 0),
+                failed=c.get(NodeRunState.FAILED, 0) + c.get(NodeRunState.CANCELLED, 0),
+                in_flight=sum(c.get(s, 0) for s in IN_FLIGHT_NODE_STATES),
+                pending=sum(
+                    n for s, n in c.items() if s not in IN_FLIGHT_NODE_STATES and s not in TERMINAL_NODE_STATES
+                ),
+            )
+        )
+    return out, total
+
+
 __all__ = [
     "IN_SERVICE_STATUSES",
     "NodeSelector",
+    "RolloutInFlight",
     "cluster_facts",
     "node_facts",
     "nodes_select",
     "open_ticket_holders",
     "package_facts",
+    "rollouts_in_flight",
 ]

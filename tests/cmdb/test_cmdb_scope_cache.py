@@ -1,0 +1,36 @@
+"""scope_lookups_cached: a page restricting many querysets reads each user's scope grants once, and sees the
+same rows as without it."""
+
+from __future__ import annotations
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from cmdb import models as m
+from cmdb.permissions import grant_scope, restrict, scope_lookups_cached
+from tests.factories.cmdb import NodeFactory, SiteFactory, UserFactory
+
+
+def _restricted(user) -> tuple[list[int], int]:
+    with CaptureQueriesContext(connection) as ctx:
+        ids = sorted(restrict(m.Node.objects.all(), user, "view").values_list("pk", flat=True))
+    return ids, len(ctx.captured_queries)
+
+
+def test_grants_are_read_once_per_user_inside_the_block(db):
+    a, b = SiteFactory(code="sa"), SiteFactory(code="sb")
+    in_a, in_b = NodeFactory(site=a), NodeFactory(site=b)
+    alice, bob = UserFactory(username="alice", is_staff=False), UserFactory(username="bob", is_staff=False)
+    grant_scope(scope_obj=a, perms=["view_scope"], users=[alice])
+    grant_scope(scope_obj=b, perms=["change_scope"], users=[bob])
+    plain_ids, plain_queries = _restricted(alice)
+    with scope_lookups_cached():
+        first_ids, _ = _restricted(alice)
+        again_ids, again_queries = _restricted(alice)
+        bob_ids, _ = _restricted(bob)  # another user's grants are their own
+    assert plain_ids == first_ids == again_ids == [in_a.pk]
+    assert bob_ids == [in_b.pk]
+    assert again_queries < plain_queries - 5  # six scope lookups saved
+    # Outside the block every call asks again (a grant given now is seen at once).
+    grant_scope(scope_obj=b, perms=["view_scope"], users=[alice])
+    assert _restricted(alice)[0] == sorted([in_a.pk, in_b.pk])
