@@ -10,6 +10,7 @@ the fabric's switches, or whose host interface is planned in the fabric - wherev
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
@@ -23,6 +24,7 @@ from cmdb.services.changelog import tracked_bulk_update
 from gpuops.context import ChangeSource, change_context
 
 from .cabling import (
+    CablingSummary,
     Endpoint,
     Finding,
     FindingKind,
@@ -235,3 +237,34 @@ def findings_visible(findings: Iterable[Finding], user) -> list[Finding]:
     seen |= set(restrict(Node.objects.filter(hostname__in=known), user, "view").values_list("hostname", flat=True))
     hidden = known - seen
     return [f for f in findings if not (_finding_devices(f) & hidden)]
+
+
+@dataclass(frozen=True)
+class CablingOverview:
+    """A fabric's cabling as one user may see it: the findings (findings_visible) and their counts. The fabric
+    list, the cabling page and the console's fabric page all read it here, so their numbers agree."""
+
+    findings: list[Finding]
+    summary: dict[str, int]
+
+    @property
+    def problems(self) -> list[Finding]:
+        return [f for f in self.findings if f.is_problem]
+
+    @property
+    def problem_count(self) -> int:
+        """Findings that need someone to look (any kind but ok, or a rail violation): what `kind=problems`
+        shows."""
+        return len(self.problems)
+
+
+def cabling_summary(findings: Iterable[Finding]) -> dict[str, int]:
+    """Counts by kind, rail violations, and `problems` (findings that are not ok)."""
+    summary = CablingSummary.of(findings)
+    problems = sum(v for k, v in summary.counts.items() if k != FindingKind.OK.value)
+    return {**summary.counts, "rail_violations": summary.rail_violations, "problems": problems}
+
+
+def fabric_cabling_overview(fabric: Fabric, user) -> CablingOverview:
+    findings = findings_visible(fabric_cabling_report(fabric), user)
+    return CablingOverview(findings=findings, summary=cabling_summary(findings))
