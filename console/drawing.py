@@ -280,6 +280,19 @@ def _row(
     return boxes, labels, x - GROUP_GAP + MARGIN
 
 
+def short_labels(names: Sequence[str]) -> dict[str, str]:
+    """Names without the prefix they all share up to a separator (`sh1-ib-compute-su001-leaf2` -> `su001-leaf2`
+    when every switch of the fabric starts with `sh1-ib-compute-`); a name is never shortened to nothing."""
+    if len(names) < 2:
+        return {n: n for n in names}
+    first, last = min(names), max(names)
+    common = 0
+    while common < min(len(first), len(last)) and first[common] == last[common]:
+        common += 1
+    cut = max((first.rfind(sep, 0, common) for sep in "-._"), default=-1) + 1
+    return {n: n[cut:] or n for n in names}
+
+
 def _rail_title(rail: int | None) -> str:
     return f"rail {rail}" if rail is not None else "no rail"
 
@@ -291,6 +304,7 @@ def fabric_diagram(
     a segment per line whose two ends are drawn. Lines naming a device not drawn are left out (the caller draws
     only what the user may see)."""
     switches = list(switches)
+    label = short_labels([s.name for s in switches])
     upper = sorted((s for s in switches if s.role != "leaf"), key=lambda s: (s.role, s.name))
     leaves = [s for s in switches if s.role == "leaf"]
     by_rail: dict[int | None, list[FabricSwitch]] = defaultdict(list)
@@ -300,7 +314,7 @@ def fabric_diagram(
         (
             _rail_title(rail),
             [
-                (s.name, s.name, "switch", s.url)
+                (s.name, label[s.name], "switch", s.url)
                 for s in sorted(by_rail[rail], key=lambda s: (s.scalable_unit or 0, s.name))
             ],
         )
@@ -319,7 +333,7 @@ def fabric_diagram(
     labels: list[GroupLabel] = []
     widths = [2 * MARGIN]
     if upper:
-        spines = [("spines / core", [(s.name, s.name, "switch", s.url) for s in upper])]
+        spines = [("spines / core", [(s.name, label[s.name], "switch", s.url) for s in upper])]
         b, lab, w = _row(spines, y, BOX_W, BOX_H, "switch")
         boxes, labels, widths = boxes + b, labels + lab, [*widths, w]
         y += BOX_H + ROW_GAP

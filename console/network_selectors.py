@@ -8,6 +8,7 @@ ports, links or nodes.
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,11 @@ from integrations.switches.views import TONES
 from .drawing import FabricDiagram, FabricNode, FabricSwitch, cable_lines, fabric_diagram
 
 __all__ = ["KIND_FILTERS", "fabric_get", "fabric_overview", "switch_get", "switch_overview"]
+
+
+def natural_key(text: str) -> tuple:
+    """Port names in the order a person counts them: p2 before p10, Ethernet1/2 before Ethernet1/10."""
+    return tuple(int(part) if part.isdigit() else part.lower() for part in re.split(r"(\d+)", text))
 
 
 # --- switch -------------------------------------------------------------------------------------------------------
@@ -76,19 +82,17 @@ def _observation_names(row: ObservedLink) -> set[str]:
 def switch_overview(user: AbstractBaseUser, switch: Switch) -> dict[str, Any]:
     """Facts, every port with its planned peer, its cabling verdict and what was observed on it (LLDP,
     ibnetdiscover, host LLDP), and the neighbour list."""
-    ports = list(
-        SwitchPort.objects.filter(switch=switch)
-        .select_related(
+    ports = sorted(
+        SwitchPort.objects.filter(switch=switch).select_related(
             "link_as_b__a_nic_port__nic__node",
             "link_as_b__a_switch_port__switch",
             "link_as_a__b_switch_port__switch",
-        )
-        .order_by("name")
+        ),
+        key=lambda p: natural_key(p.name),
     )
-    observed = list(
-        ObservedLink.objects.filter(switch=switch)
-        .select_related("nic_port__nic__node", "node", "switch_port")
-        .order_by("local_port", "id")
+    observed = sorted(
+        ObservedLink.objects.filter(switch=switch).select_related("nic_port__nic__node", "node", "switch_port"),
+        key=lambda o: (natural_key(o.switch_port.name if o.switch_port_id else o.local_port), o.pk),
     )
     names: set[str] = set()
     rows: list[PortRow] = []

@@ -156,3 +156,18 @@ def test_cable_lines_keep_the_worst_state_of_a_pair():
     findings = [_Finding("ok", "leaf", "p1", found=_Ep("spine", "p9")), _Finding("missing", "spine", "p9")]
     (line,) = cable_lines(planned, findings)
     assert line.state == "missing"
+
+
+def test_switch_labels_drop_the_prefix_every_switch_shares():
+    from console.drawing import short_labels
+
+    names = ["sh1-ib-compute-su001-leaf0", "sh1-ib-compute-su002-leaf0", "sh1-ib-compute-spine1"]
+    assert short_labels(names) == {
+        "sh1-ib-compute-su001-leaf0": "su001-leaf0",
+        "sh1-ib-compute-su002-leaf0": "su002-leaf0",
+        "sh1-ib-compute-spine1": "spine1",
+    }
+    assert short_labels(["leaf1", "leaf2"]) == {"leaf1": "leaf1", "leaf2": "leaf2"}  # no separator: kept whole
+    assert short_labels(["only-one"]) == {"only-one": "only-one"}
+    d = fabric_diagram([FabricSwitch("x-a-leaf0", "leaf", rail=0), FabricSwitch("x-a-leaf1", "leaf", rail=1)], [], [])
+    assert [b.label for b in d.boxes] == ["leaf0", "leaf1"]

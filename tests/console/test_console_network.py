@@ -77,6 +77,13 @@ def test_switch_page_ports_peers_verdicts_and_neighbours(client, world):
     response = _get(client, world["viewer"], "/switches/a-leaf0/")
     assert response.status_code == 200
     rows = {r.port.name: r for r in response.context["ports"]}
+    # Ports in counting order, not string order.
+    assert [r.port.name for r in response.context["ports"]] == [
+        "Ethernet1/1",
+        "Ethernet1/2",
+        "Ethernet1/48",
+        "Ethernet1/64",
+    ]
     assert (rows["Ethernet1/1"].peer_device, rows["Ethernet1/1"].peer_port) == (a1.hostname, "mlx5_0/1")
     assert rows["Ethernet1/1"].finding.kind.value == "ok"
     assert rows["Ethernet1/2"].finding.kind.value == "missing"  # polled leaf, planned port sees nothing
