@@ -21,7 +21,7 @@ from cmdb.permissions import can, restrict
 from .api import KIND_FILTERS
 from .cabling import FindingKind
 from .cabling_faults import cabling_faults
-from .cabling_service import fabric_cabling_overview, findings_filter
+from .cabling_service import fabric_cabling_overview, fabric_cabling_overviews, findings_filter
 from .cabling_tickets import (
     CablingTicketsRefused,
     cabling_tickets_by_port,
@@ -41,7 +41,7 @@ TONES = {
 
 @login_required
 def fabric_list(request: HttpRequest) -> HttpResponse:
-    fabrics = (
+    fabrics = list(
         restrict(Fabric.objects.select_related("site"), request.user, "view")
         .annotate(
             switch_count=Count("switches", distinct=True),
@@ -54,12 +54,9 @@ def fabric_list(request: HttpRequest) -> HttpResponse:
         .values_list("switch__fabric")
         .annotate(last=Max("finished_at"))
     )
-    # The problem count is the cabling page's own (one selector): a fixed number of queries per fabric, and a site
-    # holds a handful of fabrics.
-    rows = [
-        {"fabric": f, "last_poll": last_polls.get(f.pk), "cabling": fabric_cabling_overview(f, request.user)}
-        for f in fabrics
-    ]
+    # The problem count is the cabling page's own (one selector, all fabrics in the queries of one).
+    cabling = fabric_cabling_overviews(fabrics, request.user)
+    rows = [{"fabric": f, "last_poll": last_polls.get(f.pk), "cabling": cabling[f.pk]} for f in fabrics]
     return render(request, "switches/fabric_list.html", {"rows": rows})
 
 

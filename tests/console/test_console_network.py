@@ -147,6 +147,29 @@ def test_network_page_queries_do_not_grow_with_the_fabric(client, world, url):
     assert small == large, (small, large)
 
 
+def test_fabric_list_counts_each_fabric_like_its_page_in_a_fixed_number_of_queries(client, world):
+    _cable(world, "a-node-001", 1, observed=False)
+    small = _queries(client, world["viewer"], "/fabrics/")
+    for i in range(3):
+        fabric = FabricFactory(name=f"a-more-{i}", site=world["site_a"])
+        leaf = SwitchFactory(name=f"a-more-leaf{i}", site=world["site_a"], fabric=fabric)
+        port = m.SwitchPort.objects.create(switch=leaf, name="p1")
+        ObservedLink.objects.create(
+            source=ObservationSource.LLDP, switch=leaf, switch_port=port, local_device=leaf.name, local_port="p1",
+            remote_chassis_id=f"aa:bb:cc:00:00:0{i}", remote_port=f"aa:bb:cc:00:00:0{i}", remote_system="stray",
+        )  # fmt: skip
+    large = _queries(client, world["viewer"], "/fabrics/")
+    assert small == large, (small, large)
+    response = client.get("/fabrics/")
+    for row in response.context["rows"]:
+        page = client.get(f"/fabrics/{row['fabric'].pk}/")
+        assert row["cabling"].problem_count == page.context["problem_count"], row["fabric"].name
+    counts = {row["fabric"].name: row["cabling"].problem_count for row in response.context["rows"]}
+    # a-fabric: a-node-001 and the uplink missing (the site-B node's cable is not counted); each other one a stray.
+    assert counts == {"a-fabric": 2, "a-more-0": 1, "a-more-1": 1, "a-more-2": 1}
+    assert "qzxb" not in response.content.decode()
+
+
 # --- the demo fabric: a crossed pair, a missing cable, and where it went ---------------------------------------------
 
 
