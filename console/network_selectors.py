@@ -24,7 +24,7 @@ from integrations.switches.cabling_service import CablingOverview, fabric_cablin
 from integrations.switches.models import ObservationSource, ObservedLink
 from integrations.switches.views import TONES
 
-from .drawing import FabricDiagram, FabricNode, FabricSwitch, cable_lines, fabric_diagram
+from .drawing import FabricDiagram, FabricNode, FabricSwitch, cable_lines, fabric_diagram, short_labels
 
 __all__ = ["KIND_FILTERS", "fabric_get", "fabric_overview", "switch_get", "switch_overview"]
 
@@ -232,11 +232,12 @@ def fabric_overview(user: AbstractBaseUser, fabric: Fabric) -> dict[str, Any]:
         cable_lines(planned, cabling.findings),
     )
     problems = cabling.problems
+    short = short_labels(sorted({f.switch for f in problems} | visible_switches))
     return {
         "diagram": diagram,
         "cabling": cabling,
         "summary": cabling.summary,
-        "problem_rows": [{"f": f, "tone": TONES[f.kind.value]} for f in problems],
+        "problem_rows": [{"f": f, "tone": TONES[f.kind.value], "switch": short[f.switch]} for f in problems],
         "problem_count": cabling.problem_count,
         "switch_count": len(switches),
         "node_count": len(nodes),
