@@ -19,9 +19,9 @@ from cmdb.models import Fabric
 from cmdb.permissions import can, restrict
 from gpuops.api.viewsets import ApiViewMixin
 
-from .cabling import CablingSummary, Finding, FindingKind
+from .cabling import Finding, FindingKind
 from .cabling_faults import FaultKind
-from .cabling_service import fabric_cabling_report, findings_filter, findings_visible
+from .cabling_service import cabling_summary, fabric_cabling_report, findings_filter, findings_visible
 from .cabling_tickets import CablingTicketsForbidden, CablingTicketsRefused, FaultTicket, cabling_tickets_open
 
 __all__ = ["KIND_CHOICES", "KIND_FILTERS", "FabricCablingTicketsView", "FabricCablingView", "summary_dict"]
@@ -49,9 +49,7 @@ def finding_dict(f: Finding) -> dict[str, Any]:
 
 
 def summary_dict(findings: Iterable[Finding]) -> dict[str, Any]:
-    summary = CablingSummary.of(findings)
-    problems = sum(v for k, v in summary.counts.items() if k != FindingKind.OK.value)
-    return {**summary.counts, "rail_violations": summary.rail_violations, "problems": problems}
+    return cabling_summary(findings)
 
 
 # --- serializers ----------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ the fabric's switches, or whose host interface is planned in the fabric - wherev
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
@@ -23,6 +24,7 @@ from cmdb.services.changelog import tracked_bulk_update
 from gpuops.context import ChangeSource, change_context
 
 from .cabling import (
+    CablingSummary,
     Endpoint,
     Finding,
     FindingKind,
@@ -107,31 +109,72 @@ def _host_observation(row: ObservedLink, planned_by_mac: dict[tuple[str, str], E
     )
 
 
-def fabric_cabling_report(fabric: Fabric, *, update_link_status: bool = False) -> list[Finding]:
-    """Findings for every judged planned port and every observed port of the fabric."""
-    switches = {s.pk: s for s in Switch.objects.filter(fabric=fabric)}
-    infos = {s.name: SwitchInfo(s.name, s.rail, s.scalable_unit) for s in switches.values()}
-    planned_nodes = Link.objects.filter(fabric=fabric, a_nic_port__isnull=False).values("a_nic_port__nic__node_id")
-    observed_rows = list(
+@dataclass
+class _Rows:
+    """What the reports of some fabrics read, each kind in one query for all of them."""
+
+    switches: dict[int, dict[int, Switch]]  # fabric id -> {switch id: switch}
+    links: dict[int, list[Link]]  # fabric id -> its planned links
+    observed: list[ObservedLink]
+    ok_polled: set[int]  # ids of switches with a successful poll
+    nic_ports: list[NicPort]  # ports an observation of some fabric names by MAC or GUID
+    peer_ports: list[SwitchPort]  # ports of switches an observation of some fabric names
+    observations: dict[int, list[Observation]]  # fabric id -> its switches' own views
+
+
+def _observed_keys(observations: Iterable[Observation]) -> tuple[set[str], set[str], set[str]]:
+    """(MACs, GUID spellings, system names) the observations name."""
+    macs = {normalize_mac(o.remote_port).lower() for o in observations if o.remote_port}
+    guids = {normalize_guid(g) for o in observations for g in (o.remote_port_guid, o.remote_port) if normalize_guid(g)}
+    systems = {device_key(o.remote_system) for o in observations if o.remote_system}
+    return macs, guids | {f"0x{g}" for g in guids}, systems
+
+
+def _rows_load(fabrics: list[Fabric]) -> _Rows:
+    ids = [f.pk for f in fabrics]
+    switches: dict[int, dict[int, Switch]] = {pk: {} for pk in ids}
+    for sw in Switch.objects.filter(fabric_id__in=ids):
+        switches[sw.fabric_id][sw.pk] = sw
+    switch_ids = [pk for by_id in switches.values() for pk in by_id]
+    planned_nodes = Link.objects.filter(fabric_id__in=ids, a_nic_port__isnull=False).values("a_nic_port__nic__node_id")
+    observed = list(
         ObservedLink.objects.filter(
-            Q(switch_id__in=switches) | Q(source=ObservationSource.HOST_LLDP, node_id__in=planned_nodes)
+            Q(switch_id__in=switch_ids) | Q(source=ObservationSource.HOST_LLDP, node_id__in=planned_nodes)
         ).select_related("nic_port__nic__node", "node", "switch", "switch_port")
     )
-    switch_rows = [r for r in observed_rows if r.source != ObservationSource.HOST_LLDP]
-    host_rows = [r for r in observed_rows if r.source == ObservationSource.HOST_LLDP]
-    ok_runs = PollRun.objects.filter(switch_id__in=switches, status=PollStatus.OK)
+    ok_polled = set(
+        PollRun.objects.filter(switch_id__in=switch_ids, status=PollStatus.OK).values_list("switch_id", flat=True)
+    )
+    links: dict[int, list[Link]] = {pk: [] for pk in ids}
+    for link in Link.objects.filter(fabric_id__in=ids).select_related(
+        "a_nic_port__nic__node", "a_switch_port__switch", "b_switch_port__switch"
+    ):
+        links[link.fabric_id].append(link)
+    fabric_of = {pk: fabric_id for fabric_id, by_id in switches.items() for pk in by_id}
+    observations: dict[int, list[Observation]] = {pk: [] for pk in ids}
+    for r in observed:
+        if r.source != ObservationSource.HOST_LLDP and r.switch_id in fabric_of:
+            fabric_id = fabric_of[r.switch_id]
+            observations[fabric_id].append(_observation(r, switches[fabric_id][r.switch_id].name))
+    macs, guid_spellings, systems = _observed_keys(o for obs in observations.values() for o in obs)
+    nic_ports = list(NicPort.objects.filter(Q(mac__in=macs) | Q(guid__in=guid_spellings)).select_related("nic__node"))
+    peer_switches = [s for s in Switch.objects.all().only("name") if device_key(s.name) in systems]
+    peer_ports = list(SwitchPort.objects.filter(switch__in=peer_switches).select_related("switch"))
+    return _Rows(switches, links, observed, ok_polled, nic_ports, peer_ports, observations)
+
+
+def _report(fabric: Fabric, rows: _Rows) -> list[Finding]:
+    switches = rows.switches[fabric.pk]
+    infos = {s.name: SwitchInfo(s.name, s.rail, s.scalable_unit) for s in switches.values()}
+    switch_rows = [r for r in rows.observed if r.source != ObservationSource.HOST_LLDP and r.switch_id in switches]
+    host_rows = [r for r in rows.observed if r.source == ObservationSource.HOST_LLDP]
     # Only a switch's own view makes it "polled": a host reporting one port says nothing about the others.
     polled = {switches[r.switch_id].name for r in switch_rows} | {
-        switches[pk].name for pk in ok_runs.values_list("switch_id", flat=True)
+        sw.name for pk, sw in switches.items() if pk in rows.ok_polled
     }
-    links = list(
-        Link.objects.filter(fabric=fabric).select_related(
-            "a_nic_port__nic__node", "a_switch_port__switch", "b_switch_port__switch"
-        )
-    )
     planned: list[PlannedLink] = []
     endpoints: list[Endpoint] = []
-    for link in links:
+    for link in rows.links[fabric.pk]:
         a = _nic_endpoint(link.a_nic_port) if link.a_nic_port_id else _switch_endpoint(link.a_switch_port)
         b = _switch_endpoint(link.b_switch_port)
         endpoints += [a, b]
@@ -142,17 +185,12 @@ def fabric_cabling_report(fabric: Fabric, *, update_link_status: bool = False) -
         (ep.device, normalize_mac(mac).lower()): ep for ep in endpoints if ep.kind == "node" for mac in ep.macs
     }
 
-    # Known endpoints that are not in the plan, so a cable to them is "unexpected", not "unknown".
-    observations = [_observation(r, switches[r.switch_id].name) for r in switch_rows]
-    macs = {normalize_mac(o.remote_port).lower() for o in observations if o.remote_port}
-    guids = {normalize_guid(g) for o in observations for g in (o.remote_port_guid, o.remote_port) if normalize_guid(g)}
-    guid_spellings = guids | {f"0x{g}" for g in guids}
-    nic_ports = NicPort.objects.filter(Q(mac__in=macs) | Q(guid__in=guid_spellings)).select_related("nic__node")
-    endpoints += [_nic_endpoint(p) for p in nic_ports]
-    systems = {device_key(o.remote_system) for o in observations if o.remote_system}
-    peer_switches = [s for s in Switch.objects.all().only("name") if device_key(s.name) in systems]
-    peer_ports = SwitchPort.objects.filter(switch__in=peer_switches).select_related("switch")
-    endpoints += [_switch_endpoint(p) for p in peer_ports]
+    # Known endpoints that are not in the plan, so a cable to them is "unexpected", not "unknown": those this
+    # fabric's observations name (the rows were read for several fabrics at once).
+    observations = list(rows.observations[fabric.pk])
+    macs, guid_spellings, systems = _observed_keys(observations)
+    endpoints += [_nic_endpoint(p) for p in rows.nic_ports if p.mac in macs or p.guid in guid_spellings]
+    endpoints += [_switch_endpoint(p) for p in rows.peer_ports if device_key(p.switch.name) in systems]
     planned_refs = {link.peer.ref for link in planned}
     for row in host_rows:
         obs = _host_observation(row, planned_by_mac)
@@ -160,7 +198,7 @@ def fabric_cabling_report(fabric: Fabric, *, update_link_status: bool = False) -
         if row.switch_id in switches or (obs.peer is not None and obs.peer.ref in planned_refs):
             observations.append(obs)
 
-    findings = validate_cabling(
+    return validate_cabling(
         planned=planned,
         observed=observations,
         inventory=Inventory(endpoints),
@@ -168,9 +206,24 @@ def fabric_cabling_report(fabric: Fabric, *, update_link_status: bool = False) -
         rail_optimized=fabric.is_rail_optimized,
         polled_switches=polled,
     )
+
+
+def fabric_cabling_report(fabric: Fabric, *, update_link_status: bool = False) -> list[Finding]:
+    """Findings for every judged planned port and every observed port of the fabric."""
+    rows = _rows_load([fabric])
+    findings = _report(fabric, rows)
     if update_link_status:
-        _links_status_update(links, findings)
+        _links_status_update(rows.links[fabric.pk], findings)
     return findings
+
+
+def fabric_cabling_reports(fabrics: Iterable[Fabric]) -> dict[int, list[Finding]]:
+    """`fabric_cabling_report` of several fabrics (by fabric id) in the queries of one: for the fabric list."""
+    fabrics = list(fabrics)
+    if not fabrics:
+        return {}
+    rows = _rows_load(fabrics)
+    return {f.pk: _report(f, rows) for f in fabrics}
 
 
 def _links_status_update(links: list[Link], findings: list[Finding]) -> int:
@@ -235,3 +288,44 @@ def findings_visible(findings: Iterable[Finding], user) -> list[Finding]:
     seen |= set(restrict(Node.objects.filter(hostname__in=known), user, "view").values_list("hostname", flat=True))
     hidden = known - seen
     return [f for f in findings if not (_finding_devices(f) & hidden)]
+
+
+@dataclass(frozen=True)
+class CablingOverview:
+    """A fabric's cabling as one user may see it: the findings (findings_visible) and their counts. The fabric
+    list, the cabling page and the console's fabric page all read it here, so their numbers agree."""
+
+    findings: list[Finding]
+    summary: dict[str, int]
+
+    @property
+    def problems(self) -> list[Finding]:
+        return [f for f in self.findings if f.is_problem]
+
+    @property
+    def problem_count(self) -> int:
+        """Findings that need someone to look (any kind but ok, or a rail violation): what `kind=problems`
+        shows."""
+        return len(self.problems)
+
+
+def cabling_summary(findings: Iterable[Finding]) -> dict[str, int]:
+    """Counts by kind, rail violations, and `problems` (findings that are not ok)."""
+    summary = CablingSummary.of(findings)
+    problems = sum(v for k, v in summary.counts.items() if k != FindingKind.OK.value)
+    return {**summary.counts, "rail_violations": summary.rail_violations, "problems": problems}
+
+
+def fabric_cabling_overviews(fabrics: Iterable[Fabric], user) -> dict[int, CablingOverview]:
+    """The cabling overview of each fabric (by id) as `user` may see it, in the queries of one fabric."""
+    reports = fabric_cabling_reports(fabrics)
+    shown = {id(f) for f in findings_visible([f for findings in reports.values() for f in findings], user)}
+    overviews = {}
+    for pk, findings in reports.items():
+        visible = [f for f in findings if id(f) in shown]
+        overviews[pk] = CablingOverview(findings=visible, summary=cabling_summary(visible))
+    return overviews
+
+
+def fabric_cabling_overview(fabric: Fabric, user) -> CablingOverview:
+    return fabric_cabling_overviews([fabric], user)[fabric.pk]

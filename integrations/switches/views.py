@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Max, Q
+from django.db.models import Count, Max
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -18,10 +18,10 @@ from django.views.decorators.http import require_POST
 from cmdb.models import Fabric
 from cmdb.permissions import can, restrict
 
-from .api import KIND_FILTERS, summary_dict
+from .api import KIND_FILTERS
 from .cabling import FindingKind
 from .cabling_faults import cabling_faults
-from .cabling_service import fabric_cabling_report, findings_filter, findings_visible
+from .cabling_service import fabric_cabling_overview, fabric_cabling_overviews, findings_filter
 from .cabling_tickets import (
     CablingTicketsRefused,
     cabling_tickets_by_port,
@@ -41,12 +41,11 @@ TONES = {
 
 @login_required
 def fabric_list(request: HttpRequest) -> HttpResponse:
-    fabrics = (
+    fabrics = list(
         restrict(Fabric.objects.select_related("site"), request.user, "view")
         .annotate(
             switch_count=Count("switches", distinct=True),
             link_count=Count("links", distinct=True),
-            mismatch_count=Count("links", filter=Q(links__status="mismatch"), distinct=True),
         )
         .order_by("name")
     )
@@ -55,7 +54,9 @@ def fabric_list(request: HttpRequest) -> HttpResponse:
         .values_list("switch__fabric")
         .annotate(last=Max("finished_at"))
     )
-    rows = [{"fabric": f, "last_poll": last_polls.get(f.pk)} for f in fabrics]
+    # The problem count is the cabling page's own (one selector, all fabrics in the queries of one).
+    cabling = fabric_cabling_overviews(fabrics, request.user)
+    rows = [{"fabric": f, "last_poll": last_polls.get(f.pk), "cabling": cabling[f.pk]} for f in fabrics]
     return render(request, "switches/fabric_list.html", {"rows": rows})
 
 
@@ -69,10 +70,11 @@ def _filters(params: Mapping[str, str]) -> dict[str, str]:
 @login_required
 def fabric_cabling(request: HttpRequest, pk: int) -> HttpResponse:
     fabric = get_object_or_404(restrict(Fabric.objects.select_related("site"), request.user, "view"), pk=pk)
-    findings = findings_visible(fabric_cabling_report(fabric), request.user)
+    overview = fabric_cabling_overview(fabric, request.user)
+    findings = overview.findings
     filters = _filters(request.GET)
     shown = findings_filter(findings, filters)
-    summary = summary_dict(findings)
+    summary = overview.summary
     kinds = [(k.value, k.value.replace("_", " "), summary[k.value], TONES[k.value]) for k in FindingKind]
     shown_ids = {id(f) for f in shown}
     faults = [fault for fault in cabling_faults(findings) if any(id(f) in shown_ids for f in fault.findings)]
@@ -89,6 +91,7 @@ def fabric_cabling(request: HttpRequest, pk: int) -> HttpResponse:
             "filters": filters,
             "total": len(findings),
             "fault_count": len(faults),
+            "problem_count": overview.problem_count,
             "can_open_tickets": cabling_tickets_may_open(request.user) and can(request.user, "change", fabric),
         },
     )
