@@ -23,6 +23,7 @@ from .. import models as m
 from .accelerators import placement_build, placements_write
 from .changelog import records_for_bulk, records_write, tracked_update
 from .health_policies import health_policies_ensure
+from .stock import receipts_write
 
 Progress = Callable[[str, int], None]  # (what, how many more done)
 
@@ -418,6 +419,8 @@ def _load_group(group: Group, spec: SiteSpec, progress: Progress, small: bool) -
     placements_write(
         opened=[placement_build(accelerator=c, note="demo spare", at=now) for c in spares], batch_size=5000
     )
+    # Their receipts on the stock ledger, which the stock overview and the minimum-stock check count.
+    receipts_write(cards=spares, reason=f"demo fleet: spares of {group.prefix}", at=now)
 
     packages = {(p.component, p.version): p for p in m.DriverPackage.objects.all()}
     _bulk(

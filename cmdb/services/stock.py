@@ -7,10 +7,10 @@ the same transaction. Idempotency keys make retried steps (a Celery retry of "re
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Q
 from django.utils import timezone
 
 from gpuops.context import current_context
@@ -281,30 +281,30 @@ def reservations_expire(*, now: dt.datetime | None = None) -> int:
     return count
 
 
-def spares_summary(*, site: Site | None = None) -> list[dict]:
-    """Per site and accelerator model: installed base, free spares, reserved spares (a selector)."""
-    qs = Accelerator.objects.all()
-    if site is not None:
-        qs = qs.filter(site=site)
-    rows = (
-        qs.values("site__code", "model__name")
-        .annotate(
-            installed=Count("id", filter=Q(lifecycle=AcceleratorLifecycle.INSTALLED)),
-            in_stock=Count("id", filter=Q(lifecycle=AcceleratorLifecycle.IN_STOCK)),
-            reserved=Count(
-                "id", filter=Q(lifecycle=AcceleratorLifecycle.IN_STOCK, reservations__status=ReservationStatus.ACTIVE)
-            ),
+def receipts_write(*, cards: Sequence[Accelerator], reason: str, at: dt.datetime | None = None) -> int:
+    """The ledger rows of cards created straight into stock by a bulk path (the demo fleet, an import): one
+    `receive` +1 per card at its stock location, in one statement. Spares are counted from the ledger
+    (integrations.warehouse.services.stock.stock_lines), so a card put into stock without its row would be
+    invisible to the stock overview and the minimum-stock check. Returns the rows written."""
+    ctx = current_context()
+    at = at or timezone.now()
+    rows = [
+        StockMovement(
+            at=at,
+            kind=MovementKind.RECEIVE,
+            accelerator=card,
+            accelerator_model_id=card.model_id,
+            quantity=1,
+            location_id=card.stock_location_id,
+            actor_id=ctx.actor_id,
+            reason=reason[:300],
+            correlation_id=ctx.correlation_id,
         )
-        .order_by("site__code", "model__name")
-    )
-    return [
-        {
-            **r,
-            "free": r["in_stock"] - r["reserved"],
-            "spare_ratio_percent": round(100 * r["in_stock"] / r["installed"], 2) if r["installed"] else None,
-        }
-        for r in rows
+        for card in cards
+        if card.stock_location_id and card.lifecycle == AcceleratorLifecycle.IN_STOCK
     ]
+    StockMovement.objects.bulk_create(rows, batch_size=5000)
+    return len(rows)
 
 
 @transaction.atomic

@@ -201,22 +201,27 @@ def nothing_in_flight(ticket: Ticket, values: Mapping[str, Any]) -> list[str]:
 def _watch(ctx: StepContext) -> StepOutcome:
     """Mirror the rollout's status on the ticket: wait while it moves, take the matching system transition when it
     pauses, completes, aborts or finishes rolling back."""
+    from workflows.rollouts.progress import rollout_summary
     from workflows.rollouts.services import watch_event_key
 
     rollout = _rollout(ctx.ticket)
     target, transition = MIRROR.get(rollout.status, (None, ""))
+    # "21 of 21 dry-run (nothing installed)" rather than "succeeded" when the executor only logged its commands.
+    summary = rollout_summary(rollout)
     if target is not None and target != ctx.ticket.state and transition:
         reason = f": {rollout.paused_reason}" if rollout.paused_reason else ""
-        return Done(transition=transition, message=f"rollout {rollout.get_status_display().lower()}{reason}")
+        return Done(
+            transition=transition, message=f"rollout {rollout.get_status_display().lower()}{reason} ({summary})"
+        )
     if rollout.status in ("running", "aborting", "rolling_back"):
         done = rollout.node_runs.filter(state__in=["succeeded", "failed", "cancelled"]).count()
         total = rollout.node_runs.count()
         return WaitForEvent(
             key=watch_event_key(rollout.pk),
             recheck_in=WATCH_POLL,
-            message=f"{rollout.get_status_display()}: {done} of {total} node runs done",
+            message=f"{rollout.get_status_display()}: {done} of {total} node runs done ({summary})",
         )
-    return Done(message=f"rollout {rollout.get_status_display().lower()}")
+    return Done(message=f"rollout {rollout.get_status_display().lower()} ({summary})")
 
 
 def _service(ctx: StepContext, name: str, fn_name: str, **kwargs: Any) -> None:

@@ -23,6 +23,11 @@ from .models import (
     WaveStatus,
 )
 
+DRY_RUN = "dry_run"  # succeeded node runs whose executor only logged its commands
+DRY_RUN_NOTE = (
+    "dry run - nothing changed: the executor only logged its commands (integrations EXECUTOR is the dry-run "
+    "executor), so no node has the new driver"
+)
 FAILURES_SHOWN = 50
 LOG_LINES_PER_FAILURE = 40
 ACTIVE_STATUSES = (RolloutStatus.RUNNING, RolloutStatus.ABORTING, RolloutStatus.ROLLING_BACK)
@@ -98,14 +103,44 @@ def rollout_eta(rollout: Rollout, waves: list[dict[str, Any]], now: dt.datetime)
     return {"at": _iso(now + dt.timedelta(seconds=left)), "seconds_left": round(left), "basis": basis}
 
 
+def progress_summary(totals: dict[str, int], total: int) -> str:
+    """E.g. "21 of 21 succeeded", or - when the executor was a dry run - "21 of 21 dry-run (nothing installed)";
+    never "succeeded" for a node that kept its old driver. Failures and cancellations follow."""
+    dry = totals.get(DRY_RUN, 0)
+    real = totals.get(NodeRunState.SUCCEEDED, 0) - dry
+    parts = []
+    if real or not dry:
+        parts.append(f"{real} of {total} succeeded")
+    if dry:
+        parts.append(f"{dry} of {total} dry-run (nothing installed)")
+    for state, label in ((NodeRunState.FAILED, "failed"), (NodeRunState.CANCELLED, "cancelled")):
+        if totals.get(state):
+            parts.append(f"{totals[state]} {label}")
+    return ", ".join(parts)
+
+
+def rollout_summary(rollout: Rollout) -> str:
+    """`progress_summary` of a rollout in one query (for ticket messages)."""
+    totals: dict[str, int] = defaultdict(int)
+    for row in rollout.node_runs.values("state", "is_dry_run").annotate(n=Count("id")):
+        totals[row["state"]] += row["n"]
+        if row["is_dry_run"] and row["state"] == NodeRunState.SUCCEEDED:
+            totals[DRY_RUN] += row["n"]
+    return progress_summary(totals, sum(n for state, n in totals.items() if state != DRY_RUN))
+
+
 def rollout_progress(rollout: Rollout, *, all_nodes: bool = False, now: dt.datetime | None = None) -> dict[str, Any]:
     """The progress document (JSON-ready). `all_nodes` lists every node of every wave (large)."""
     now = now or timezone.now()
-    counts: dict[int, dict[str, int]] = defaultdict(dict)
+    counts: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     totals: dict[str, int] = defaultdict(int)
-    for row in rollout.node_runs.values("wave_id", "state").annotate(n=Count("id")):
-        counts[row["wave_id"]][row["state"]] = row["n"]
+    for row in rollout.node_runs.values("wave_id", "state", "is_dry_run").annotate(n=Count("id")):
+        counts[row["wave_id"]][row["state"]] += row["n"]
         totals[row["state"]] += row["n"]
+        if row["is_dry_run"] and row["state"] == NodeRunState.SUCCEEDED:
+            # Succeeded under a dry-run executor: the commands were only logged, nothing was installed.
+            counts[row["wave_id"]][DRY_RUN] += row["n"]
+            totals[DRY_RUN] += row["n"]
     wave_rows = list(rollout.waves.order_by("index"))
     moving = {w.pk for w in wave_rows if w.status == WaveStatus.RUNNING}
     if not moving:
@@ -129,8 +164,9 @@ def rollout_progress(rollout: Rollout, *, all_nodes: bool = False, now: dt.datet
                 "status": w.status,
                 "failure_budget": w.failure_budget,
                 "failure_allowance": w.failure_allowance,
-                "total": sum(c.values()),
+                "total": sum(n for state, n in c.items() if state != DRY_RUN),
                 "succeeded": c.get(NodeRunState.SUCCEEDED, 0),
+                "dry_run": c.get(DRY_RUN, 0),
                 "failed": c.get(NodeRunState.FAILED, 0),
                 "pending": c.get(NodeRunState.PENDING, 0),
                 "in_flight": sum(c.get(s, 0) for s in IN_FLIGHT_NODE_STATES),
@@ -161,7 +197,7 @@ def rollout_progress(rollout: Rollout, *, all_nodes: bool = False, now: dt.datet
         }
         for r in failed
     ]
-    total = sum(totals.values())
+    total = sum(n for state, n in totals.items() if state != DRY_RUN)
     done = (
         totals.get(NodeRunState.SUCCEEDED, 0)
         + totals.get(NodeRunState.FAILED, 0)
@@ -187,7 +223,13 @@ def rollout_progress(rollout: Rollout, *, all_nodes: bool = False, now: dt.datet
             "done": done,
             "percent": round(100 * done / total) if total else 100,
             **{s: totals.get(s, 0) for s in NodeRunState.values},
+            "dry_run": totals.get(DRY_RUN, 0),
+            # Succeeded for real (the executor ran the commands).
+            "installed": totals.get(NodeRunState.SUCCEEDED, 0) - totals.get(DRY_RUN, 0),
         },
+        "summary": progress_summary(totals, total),
+        "is_dry_run": bool(totals.get(DRY_RUN)),
+        "dry_run_note": DRY_RUN_NOTE if totals.get(DRY_RUN) else "",
         "eta": rollout_eta(rollout, waves, now),
         "waves": waves,
         "failures": failures,
@@ -196,4 +238,4 @@ def rollout_progress(rollout: Rollout, *, all_nodes: bool = False, now: dt.datet
     }
 
 
-__all__ = ["rollout_eta", "rollout_progress"]
+__all__ = ["DRY_RUN_NOTE", "progress_summary", "rollout_eta", "rollout_progress", "rollout_summary"]

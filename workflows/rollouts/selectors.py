@@ -267,14 +267,111 @@ def rollouts_in_flight(user: Any, *, limit: int = 20) -> tuple[list[RolloutInFli
     return out, total
 
 
+# --- dry runs: what "succeeded" without changing anything -----------------------------------------------------
+
+DRY_RUN_NOTE = "dry run - nothing changed"
+DRY_RUN_NOTES_SHOWN = 5
+
+
+@dataclass(frozen=True)
+class DryRunNote:
+    """One piece of work that reported success while a dry-run adapter only logged it."""
+
+    text: str  # starts with DRY_RUN_NOTE
+    href: str  # the ticket (or the rollout), "" when the user may not see it
+    at: Any  # datetime or None
+
+
+def node_dry_run_notes(node: Node, user: Any = None) -> list[DryRunNote]:
+    """Driver rollouts and provisioning of `node` that ran dry (newest first, at most DRY_RUN_NOTES_SHOWN each):
+    the node page says "dry run - nothing changed" so a "succeeded" run is not read as an installed driver or a
+    configured switch port. The caller has checked that `user` may see the node; a ticket the user may not see
+    is named without its link. Two queries, plus one visibility check per note shown (at most 10)."""
+    from .access import can_see
+    from .models import NodeRun, NodeRunState, ProvisioningRun
+
+    notes: list[DryRunNote] = []
+    runs = (
+        NodeRun.objects.filter(node_id=node.pk, is_dry_run=True, state=NodeRunState.SUCCEEDED)
+        .select_related("rollout__package", "rollout__ticket")
+        .order_by("-finished_at", "-pk")[:DRY_RUN_NOTES_SHOWN]
+    )
+    for run in runs:
+        rollout = run.rollout
+        where = rollout.ticket.reference if rollout.ticket_id else rollout.label
+        notes.append(
+            DryRunNote(
+                text=f"{DRY_RUN_NOTE}: {where} reported {rollout.component} {run.target_version} as done, but the "
+                f"executor only logged its commands; the node keeps {run.previous_version or 'its old version'}.",
+                href=_dry_run_href(user, rollout, can_see),
+                at=run.finished_at,
+            )
+        )
+    provisioning = (
+        ProvisioningRun.objects.filter(node_id=node.pk)
+        .filter(Q(options__driver_dry_run=True) | Q(options__switch_config_dry_run=True))
+        .select_related("ticket")
+        .order_by("-pk")[:DRY_RUN_NOTES_SHOWN]
+    )
+    for prun in provisioning:
+        notes.extend(
+            DryRunNote(text=text, href=_dry_run_href(user, prun, can_see), at=None)
+            for text in provisioning_dry_run_texts(prun)
+        )
+    return notes
+
+
+def provisioning_dry_run_texts(run: Any) -> list[str]:
+    """What a provisioning run only pretended to do (driver install, switch port pushes)."""
+    where = run.ticket.reference if run.ticket_id else f"provisioning of {run.hostname}"
+    texts = []
+    if run.options.get("switch_config_dry_run"):
+        texts.append(
+            f"{DRY_RUN_NOTE}: {where} showed the switch port changes but pushed none "
+            "(GPUOPS_SWITCH_CONFIG_DRY_RUN is set)."
+        )
+    if run.options.get("driver_dry_run"):
+        texts.append(f"{DRY_RUN_NOTE}: {where} installed no driver baseline (the executor is the dry-run executor).")
+    return texts
+
+
+def _dry_run_href(user: Any, obj: Any, can_see: Any) -> str:
+    if user is None or not can_see(user, obj):
+        return ""
+    return obj.ticket.get_absolute_url() if obj.ticket_id else ""
+
+
+def ticket_dry_run_notes(ticket: Any) -> list[str]:
+    """For the ticket page: "dry run - nothing changed" lines of the ticket's rollout or provisioning run
+    (empty for any other ticket, or when everything ran for real). One or two queries."""
+    from .models import NodeRun, NodeRunState, ProvisioningRun, Rollout
+    from .progress import DRY_RUN_NOTE as ROLLOUT_NOTE
+
+    if ticket.type == "driver_rollout":
+        rollout = Rollout.objects.filter(ticket_id=ticket.pk).only("pk").first()
+        if rollout is None:
+            return []
+        dry = NodeRun.objects.filter(rollout=rollout, is_dry_run=True, state=NodeRunState.SUCCEEDED).count()
+        return [f"{ROLLOUT_NOTE} ({dry} node run{'s' if dry != 1 else ''} only logged)."] if dry else []
+    if ticket.type == "provisioning":
+        run = ProvisioningRun.objects.filter(ticket_id=ticket.pk).select_related("ticket").first()
+        return provisioning_dry_run_texts(run) if run is not None else []
+    return []
+
+
 __all__ = [
+    "DRY_RUN_NOTE",
     "IN_SERVICE_STATUSES",
+    "DryRunNote",
     "NodeSelector",
     "RolloutInFlight",
     "cluster_facts",
+    "node_dry_run_notes",
     "node_facts",
     "nodes_select",
     "open_ticket_holders",
     "package_facts",
+    "provisioning_dry_run_texts",
     "rollouts_in_flight",
+    "ticket_dry_run_notes",
 ]

@@ -1,6 +1,10 @@
 """Reading stock (selectors): the per-site overview of spares against the installed base, free spares, and the
 check that the ledger agrees with where the CMDB says the serialised items are.
 
+Spare cards are counted by cmdb.selectors.spare_counts (the cards in stock) - the one count every view uses
+(this overview, the admin page, the minimum-stock check, the console); the ledger stays the history of every
+move and the quantity of parts and consumables, and `ledger_drift` finds a card that moved without its row.
+
 Every figure is computed with a fixed number of aggregate queries, whatever the number of sites and models
 (one GROUP BY per source), so the overview of a 100,000-card fleet costs the same as a lab's.
 """
@@ -20,12 +24,11 @@ from cmdb.models import (
     PartItem,
     PartItemStatus,
     PartModel,
-    ReservationStatus,
     Site,
     StockLocation,
     StockMovement,
-    StockReservation,
 )
+from cmdb.selectors import spare_counts
 
 from ..models import MinimumStock
 
@@ -40,7 +43,7 @@ class StockLine:
     model_id: int
     model_name: str
     installed: int | None
-    on_hand: int  # from the ledger
+    on_hand: int  # cards: the cards in stock (cmdb.selectors.spare_counts); parts: from the ledger
     reserved: int
     minimum: int | None
 
@@ -86,22 +89,20 @@ def stock_lines(*, site_ids: Iterable[int] | None = None) -> list[StockLine]:
         .values("site_id", "model_id")
         .annotate(n=Count("id"))
     }
-    ledger: dict[tuple[str, int, int], int] = {}
+    # Cards: the one count of spare cards (the cards in stock); parts and consumables: the ledger.
+    spares = spare_counts(site_ids=site_ids)
+    on_hand: dict[tuple[str, int, int], int] = {
+        ("accelerator", site_id, model_id): n for (site_id, model_id), (n, _) in spares.items()
+    }
+    reserved = {key: r for key, (_, r) in spares.items() if r}
     for r in (
-        StockMovement.objects.filter(location__isnull=False, **_site_filter(site_ids, "location__site_id"))
-        .values("location__site_id", "accelerator_model_id", "part_model_id")
+        StockMovement.objects.filter(
+            location__isnull=False, part_model__isnull=False, **_site_filter(site_ids, "location__site_id")
+        )
+        .values("location__site_id", "part_model_id")
         .annotate(q=Sum("quantity"))
     ):
-        if r["accelerator_model_id"]:
-            ledger[("accelerator", r["location__site_id"], r["accelerator_model_id"])] = r["q"] or 0
-        elif r["part_model_id"]:
-            ledger[("part", r["location__site_id"], r["part_model_id"])] = r["q"] or 0
-    reserved = {
-        (r["site_id"], r["accelerator__model_id"]): r["n"]
-        for r in StockReservation.objects.filter(status=ReservationStatus.ACTIVE, **_site_filter(site_ids, "site_id"))
-        .values("site_id", "accelerator__model_id")
-        .annotate(n=Count("id"))
-    }
+        on_hand[("part", r["location__site_id"], r["part_model_id"])] = r["q"] or 0
     minimums: dict[tuple[str, int, int], int] = {}
     for row in MinimumStock.objects.filter(is_active=True, **_site_filter(site_ids, "site_id")):
         kind, model_id = (
@@ -110,7 +111,7 @@ def stock_lines(*, site_ids: Iterable[int] | None = None) -> list[StockLine]:
         minimums[(kind, row.site_id, model_id)] = row.minimum
     keys = (
         {("accelerator", s, mdl) for s, mdl in installed}
-        | set(ledger)
+        | {k for k, n in on_hand.items() if n}
         | set(minimums)
         | {("accelerator", s, mdl) for s, mdl in reserved}
     )
@@ -125,7 +126,7 @@ def stock_lines(*, site_ids: Iterable[int] | None = None) -> list[StockLine]:
             model_id=model_id,
             model_name=(accel[model_id].name if kind == "accelerator" else parts[model_id].sku),
             installed=installed.get((site_id, model_id), 0) if kind == "accelerator" else None,
-            on_hand=ledger.get((kind, site_id, model_id), 0),
+            on_hand=on_hand.get((kind, site_id, model_id), 0),
             reserved=reserved.get((site_id, model_id), 0) if kind == "accelerator" else 0,
             minimum=minimums.get((kind, site_id, model_id)),
         )

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import secrets
+
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
@@ -18,23 +22,32 @@ DEMO_USERS = [
     ("approver1", "change-approvers"),
     ("approver2", "change-approvers"),
 ]
+DEMO_APPROVER = "approver"
 
 
 class Command(BaseCommand):
     help = (
         "Create the ops-leads, dc-technicians and change-approvers groups with their permissions. "
         "--demo-users makes one user per group; --open-repairs opens a repair for every failed card that has "
-        "an open health event and no open ticket (as the health hook would have)."
+        "an open health event and no open ticket (as the health hook would have). --demo-approver makes the "
+        "'approver' user of script/server (change-approvers, read-only on every site; password in "
+        "var/approver-password) and prints how to log in."
     )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--demo-users", action="store_true")
         parser.add_argument("--password", default="", help="Password of the demo users (required with them).")
         parser.add_argument("--open-repairs", action="store_true")
+        parser.add_argument("--demo-approver", action="store_true")
 
-    def handle(self, *args, demo_users: bool, password: str, open_repairs: bool, **options) -> None:
+    def handle(
+        self, *args, demo_users: bool, password: str, open_repairs: bool, demo_approver: bool = False, **options
+    ) -> None:
         groups = groups_bootstrap()
-        self.stdout.write(f"groups: {', '.join(sorted(groups))}")
+        if options.get("verbosity", 1) > 0:
+            self.stdout.write(f"groups: {', '.join(sorted(groups))}")
+        if demo_approver:
+            self._demo_approver(groups["change-approvers"])
         if demo_users:
             if not password:
                 raise CommandError("--demo-users needs --password")
@@ -72,3 +85,30 @@ class Command(BaseCommand):
                     )
                     opened += 1
             self.stdout.write(f"repair tickets opened or updated: {opened}")
+
+    def _demo_approver(self, group) -> None:
+        """The demo's second person: `admin` opens a change ticket, `approver` approves it (the engine refuses
+        a requester approving their own ticket). Idempotent; the password is generated once into var/."""
+        user_model = get_user_model()
+        password_file = settings.VAR_DIR / "approver-password"
+        user = user_model.objects.filter(username=DEMO_APPROVER).first()
+        if user is None:
+            password = os.environ.get("GPUOPS_APPROVER_PASSWORD") or secrets.token_urlsafe(12)
+            user = user_model.objects.create_user(
+                username=DEMO_APPROVER, email=f"{DEMO_APPROVER}@localhost", password=password
+            )
+            password_file.write_text(password + "\n")
+            password_file.chmod(0o600)
+        user.groups.add(group)
+        # Read-only everywhere, so the approver sees the nodes and cards a change touches.
+        for site in Site.objects.all():
+            grant_scope(scope_obj=site, perms=["view_scope"], users=[user])
+        where = (
+            f"the password in {password_file}: {password_file.read_text().strip()}"
+            if password_file.exists()
+            else "the password set elsewhere"
+        )
+        self.stdout.write(
+            f"Log in as {DEMO_APPROVER!r} with {where} - to approve change tickets (a driver rollout needs one "
+            "approval, and never its requester's)."
+        )

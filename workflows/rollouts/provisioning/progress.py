@@ -8,6 +8,7 @@ from typing import Any
 from cmdb.models import Link
 
 from ..models import ProvisioningRun, ProvisioningStatus
+from ..selectors import provisioning_dry_run_texts
 
 STEP_ORDER = (
     "assign_position",
@@ -86,6 +87,8 @@ def provisioning_progress(run: ProvisioningRun) -> dict[str, Any]:
         "os_install": {"ref": run.os_install_ref, "status": run.os_install_status, "message": run.os_install_message},
         "baseline": [f"{c} {v}" for c, v in run.baseline],
         "steps": steps,
+        # What ran dry (switch pushes under GPUOPS_SWITCH_CONFIG_DRY_RUN, a dry-run executor's driver install).
+        "dry_run_notes": provisioning_dry_run_texts(run),
     }
 
 

@@ -323,6 +323,11 @@ def provisioning_port_configure(run: ProvisioningRun, link_id: int) -> dict[str,
         raise ProvisioningError(f"{switch} {port.name}: {exc}") from exc
     # Said in the result (the step effect's record), so a dry run is never read as a configured port.
     outcome = "dry run: nothing pushed" if dry_run else "pushed" if result.applied else "already right"
+    if dry_run and not run.options.get("switch_config_dry_run"):
+        # Kept on the run so the ticket, the node page and the progress say "dry run - nothing changed".
+        options = {**run.options, "switch_config_dry_run": True}
+        ProvisioningRun.objects.filter(pk=run.pk).update(options=options)
+        run.options = options
     pushed = {**_push_json(switch.name, result), "link_id": link_id, "dry_run": dry_run, "outcome": outcome}
     if result.applied or recorded:
         pushed = _port_record(run, pushed)
