@@ -9,7 +9,7 @@ notifier that succeeded.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from django.utils.module_loading import import_string
@@ -29,14 +29,20 @@ def _config() -> tuple[list[str], dict[str, dict[str, Any]]]:
     return list(integrations_setting("NOTIFIERS")), integrations_setting("NOTIFIER_OPTIONS")
 
 
-def chat_channels_for(team: str | None) -> list[str]:
-    """The chat channel names of a team (the ticket's assignee group), then those for every ticket ("*")."""
+TeamArg = str | Callable[[], str | None] | None
+
+
+def chat_channels_for(team: TeamArg) -> list[str]:
+    """The chat channel names of a team (the ticket's assignee group), then those for every ticket ("*").
+    `team` may be a callable, called only when some team has channels (it may cost a query)."""
     routes: dict[str, list[str]] = integrations_setting("TEAM_CHAT_CHANNELS")
+    if callable(team):
+        team = team() if set(routes) - {"*"} else None
     names = [*(routes.get(team, []) if team else []), *routes.get("*", [])]
     return list(dict.fromkeys(names))
 
 
-def notifier_paths(team: str | None = None) -> list[str]:
+def notifier_paths(team: TeamArg = None) -> list[str]:
     """The notifiers one ticket notification goes through (what the outbox rows and tasks carry)."""
     if _override is not None:
         return [OVERRIDE_PATH]

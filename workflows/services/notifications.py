@@ -66,10 +66,9 @@ def notifications_record(*, ticket: Ticket, event: str, message: str) -> list[in
     the ticket's team - its assignee group - and the webhook subscriptions) in the caller's transaction.
     Returns their ids, for `notifications_dispatch` after commit."""
     key = uuid.uuid4().hex
-    team = ticket.assignee_group.name if ticket.assignee_group_id else None
     rows = [
         NotificationOutbox.objects.create(ticket=ticket, event=event, message=message, notifier_path=path, key=key)
-        for path in notifier_paths(team=team)
+        for path in notifier_paths(team=lambda: ticket.assignee_group.name if ticket.assignee_group_id else None)
     ]
     return [row.pk for row in rows]
 
