@@ -216,3 +216,29 @@ def test_the_fan_out_costs_the_same_queries_for_2_and_12_changed_nodes(hooks):
 
     subscribe("http://127.0.0.1:9/unused", object_types=["node"], sites=[site])
     assert fan_out_queries(2) == fan_out_queries(12)
+
+
+def test_a_delivery_whose_message_was_lost_is_sent_by_the_sweep(hooks, monkeypatch):
+    import datetime as dt
+
+    from django.utils import timezone
+    from kombu.exceptions import OperationalError
+
+    with hooks(execute=True):
+        node = NodeFactory(site=SiteFactory(code="sh1"), hostname="gpu-l01")
+    with local_peer(verifying()) as peer:
+        sub = subscribe(f"{peer.url}/hook")
+        with monkeypatch.context() as patch:
+
+            def broker_down(*args, **kwargs):
+                raise OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+            patch.setattr(webhook_deliver_task, "apply_async", broker_down)
+            with hooks(execute=True):
+                rename(node, "gpu-l01-b")  # committed; its delivery row is written, the message is not
+        delivery = WebhookDelivery.objects.get(subscription=sub)
+        assert delivery.state == DeliveryState.PENDING and peer.received == []
+
+        assert services.webhooks_sweep(now=timezone.now() + dt.timedelta(minutes=1)) == 1
+    delivery.refresh_from_db()
+    assert delivery.state == DeliveryState.DELIVERED and len(peer.received) == 1
