@@ -8,9 +8,12 @@ work (e.g. open a ticket and enqueue its first step on commit), never block.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from django.db import transaction
 
 logger = logging.getLogger(__name__)
 
@@ -86,3 +89,53 @@ def schedulability_changed(change: SchedulabilityChange) -> None:
             receiver(change)
         except Exception:
             logger.exception("scheduler update for node %s failed", change.node_id)
+
+
+# --- change records ------------------------------------------------------------------------------------------
+
+ChangesCommittedHook = Callable[[], None]
+_changes_committed: list[ChangesCommittedHook] = []
+
+
+def register_changes_committed(receiver: ChangesCommittedHook) -> None:
+    """Outbound webhooks (registered by integrations) fan the new change records out after they commit."""
+    if receiver not in _changes_committed:
+        _changes_committed.append(receiver)
+
+
+def unregister_changes_committed(receiver: ChangesCommittedHook) -> None:
+    if receiver in _changes_committed:
+        _changes_committed.remove(receiver)
+
+
+def _changes_committed_fire() -> None:
+    for receiver in list(_changes_committed):
+        try:
+            receiver()
+        except Exception:
+            logger.exception("change records: receiver %r failed", receiver)
+
+
+_pending = threading.local()  # this thread's fire callback still waiting for its transaction to commit
+
+
+def changes_recorded() -> None:
+    """Called by the change log whenever it writes records: receivers are told once per transaction, after it
+    commits (never for a rollback). They read the records from the change feed, so nothing is passed. A
+    receiver's error is logged: the change stands and the receiver's own sweep catches up."""
+    if not _changes_committed:
+        return
+    connection = transaction.get_connection()
+    waiting = getattr(_pending, "fire", None)
+    # Already queued for this transaction (and not discarded by a rolled-back savepoint): once is enough.
+    if connection.in_atomic_block and waiting is not None and any(f is waiting for _, f, _ in connection.run_on_commit):
+        return
+
+    def fire() -> None:
+        if getattr(_pending, "fire", None) is fire:
+            _pending.fire = None
+        _changes_committed_fire()
+
+    if connection.in_atomic_block:
+        _pending.fire = fire
+    transaction.on_commit(fire)

@@ -23,6 +23,14 @@ DEFAULTS: dict[str, Any] = {
     # Notifiers every ticket notification goes through (each in its own retried task).
     "NOTIFIERS": ["integrations.notifiers.email.EmailNotifier"],
     "NOTIFIER_OPTIONS": {},
+    # Chat channels by name: {"dc-oncall": {"adapter": "integrations.notifiers.feishu.FeishuNotifier",
+    #                                      "options": {"url": "https://open.feishu.cn/...", "secret": "..."}}}.
+    "CHAT_CHANNELS": {},
+    # The chat channels of each team (the ticket's assignee group, by name); "*" for every ticket:
+    # {"dc-technicians": ["dc-oncall"], "*": ["ops-firehose"]}. Each channel gets its own outbox row and task.
+    "TEAM_CHAT_CHANNELS": {},
+    # Ticket events also go to the outbound webhook subscriptions of object type "ticket" (integrations.models).
+    "TICKET_WEBHOOKS": True,
     # Runs driver install/rollback commands on nodes. The demo default only logs what it would run.
     "EXECUTOR": "integrations.executors.dry_run.DryRunExecutor",
     # Keyword arguments of the executor, e.g. for integrations.executors.ssh.SshExecutor:
@@ -53,7 +61,7 @@ def integrations_setting(name: str) -> Any:
     own = getattr(settings, "GPUOPS_INTEGRATIONS", {}) or {}
     if name in own:
         return own[name]
-    legacy = getattr(settings, LEGACY_SETTINGS[name], {}) or {}
+    legacy = (getattr(settings, LEGACY_SETTINGS[name], {}) or {}) if name in LEGACY_SETTINGS else {}
     return legacy.get(name, DEFAULTS[name])
 
 

@@ -9,6 +9,22 @@ from django.db import models
 from gpuops.context import ChangeSource
 
 
+class CurrentTransactionId(models.Func):
+    """The id of the writing transaction, as the column default of `ChangeRecord.txid` (see cmdb/changefeed.py).
+
+    PostgreSQL: `pg_current_xact_id()` (a 64-bit xid8, never wraps). SQLite runs one write transaction at a
+    time (IMMEDIATE transactions), so the id order already is the commit order there: the column is 0.
+    """
+
+    output_field = models.BigIntegerField()
+
+    def as_sql(self, compiler, connection, **extra):
+        return "0", []
+
+    def as_postgresql(self, compiler, connection, **extra):
+        return "(pg_current_xact_id()::text::bigint)", []
+
+
 class ChangeAction(models.TextChoices):
     CREATE = "create", "Created"
     UPDATE = "update", "Updated"
@@ -33,10 +49,16 @@ class ChangeRecord(models.Model):
     correlation_id = models.CharField(max_length=64, db_index=True)
     # Optional free text: the why (a ticket title, an import file name).
     reason = models.CharField(max_length=300, blank=True)
+    # The writing transaction (set by the database, never by Python): the change feed pages by (txid, id) up to
+    # the oldest transaction still running, so a row committed late is never skipped (cmdb/changefeed.py).
+    txid = models.BigIntegerField(db_default=CurrentTransactionId(), editable=False)
 
     class Meta:
         ordering = ["-at", "-id"]
-        indexes = [models.Index(fields=["content_type", "object_id", "-at"])]
+        indexes = [
+            models.Index(fields=["content_type", "object_id", "-at"]),
+            models.Index(fields=["txid", "id"], name="changerecord_feed"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.action} {self.object_repr} by {self.actor_repr or self.source}"

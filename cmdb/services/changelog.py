@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from gpuops.context import current_context
 
+from .. import hooks
 from ..models.base import TrackedModel
 from ..models.history import ChangeAction, ChangeRecord
 
@@ -83,6 +84,7 @@ def record_save(instance: TrackedModel, *, created: bool) -> ChangeRecord | None
         action = ChangeAction.UPDATE
     record = record_build(obj=instance, action=action, changes=changes)
     record.save()
+    hooks.changes_recorded()
     instance.mark_saved()
     return record
 
@@ -90,6 +92,7 @@ def record_save(instance: TrackedModel, *, created: bool) -> ChangeRecord | None
 def record_delete(instance: TrackedModel) -> ChangeRecord:
     record = record_build(obj=instance, action=ChangeAction.DELETE, changes=_diff(instance.snapshot(), None))
     record.save()
+    hooks.changes_recorded()
     return record
 
 
@@ -127,6 +130,7 @@ def records_write(records: list[ChangeRecord]) -> int:
     """Write records in one bulk INSERT (batched for very large imports)."""
     if records:
         ChangeRecord.objects.bulk_create(records, batch_size=2000)
+        hooks.changes_recorded()
     return len(records)
 
 

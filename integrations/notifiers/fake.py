@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from integrations.exceptions import TransientError
 
 from .base import Notification
+from .chat import ChatNotifier, ChatRequest
 
 
 @dataclass
@@ -26,4 +27,20 @@ class FakeNotifier:
         return [n.event for n in self.sent]
 
 
-__all__ = ["FakeNotifier"]
+@dataclass
+class FakeChatNotifier:
+    """A chat robot in memory: records the request the real adapter would send (its `build`), fails on demand.
+    `adapter` is a configured chat adapter (SlackNotifier, FeishuNotifier, ...); nothing leaves the process."""
+
+    adapter: ChatNotifier
+    requests: list[ChatRequest] = field(default_factory=list)
+    fail_next: int = 0
+
+    def send(self, notification: Notification) -> None:
+        if self.fail_next > 0:
+            self.fail_next -= 1
+            raise TransientError("fake chat: try later", peer=f"fake-{self.adapter.peer}")
+        self.requests.append(self.adapter.build(notification))
+
+
+__all__ = ["FakeChatNotifier", "FakeNotifier"]

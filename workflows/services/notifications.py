@@ -50,17 +50,25 @@ def notification_build(*, ticket: Ticket, event: str, message: str, key: str = "
         url=f"{base}{ticket.get_absolute_url()}",
         ticket_ref=ticket.reference,
         recipients=tuple(recipients_for(ticket)),
-        data={"ticket_id": ticket.pk, "type": ticket.type, "state": ticket.state, "priority": ticket.priority},
+        data={
+            "ticket_id": ticket.pk,
+            "type": ticket.type,
+            "state": ticket.state,
+            "priority": ticket.priority,
+            "site_id": ticket.site_id,
+            "team": ticket.assignee_group.name if ticket.assignee_group_id else "",
+        },
     )
 
 
 def notifications_record(*, ticket: Ticket, event: str, message: str) -> list[int]:
-    """Write the outbox rows of one notification (one per configured notifier) in the caller's transaction.
+    """Write the outbox rows of one notification (one per notifier: the configured ones, the chat channels of
+    the ticket's team - its assignee group - and the webhook subscriptions) in the caller's transaction.
     Returns their ids, for `notifications_dispatch` after commit."""
     key = uuid.uuid4().hex
     rows = [
         NotificationOutbox.objects.create(ticket=ticket, event=event, message=message, notifier_path=path, key=key)
-        for path in notifier_paths()
+        for path in notifier_paths(team=lambda: ticket.assignee_group.name if ticket.assignee_group_id else None)
     ]
     return [row.pk for row in rows]
 

@@ -19,6 +19,7 @@ from ...selectors import change_list, node_history
 from ...services.nodes import node_cordon, node_uncordon
 from .. import serializers as s
 from ..base import CmdbReadOnlyViewSet, CmdbViewSet
+from ..changefeed import ChangeFeedPagination
 from ..writers import override_requested
 
 # --- locations and organisation --------------------------------------------------------------------------------
@@ -276,6 +277,8 @@ class ChangeRecordViewSet(CmdbReadOnlyViewSet):
     queryset = m.ChangeRecord.objects.all()
     serializer_class = s.ChangeRecordSerializer
     filterset_class = f.ChangeRecordFilterSet
+    # ?mode=cursor follows the feed order and never skips a row committed late (cmdb/changefeed.py).
+    pagination_class = ChangeFeedPagination
 
     def get_queryset(self):  # type: ignore[override]
         return change_list(user=self.request.user)

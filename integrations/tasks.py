@@ -1,0 +1,38 @@
+"""Celery tasks of the integrations app itself (outbound webhooks). Peers' tasks live in their packages."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from gpuops.tasks import BaseTask
+
+
+@shared_task(bind=True, base=BaseTask, name="integrations.webhook_deliver", autoretry_for=(), max_retries=None)
+def webhook_deliver_task(self: BaseTask, delivery_id: int) -> None:
+    """Send WebhookDelivery `delivery_id` once. Idempotent: the row is claimed by compare-and-set, so a duplicate
+    message or a retry after delivery sends nothing. The attempt budget is the subscription's `max_attempts`
+    (kept on the row), hence no Celery max_retries; the countdown is the row's exponential backoff."""
+    from .webhooks.services import delivery_attempt
+
+    countdown = delivery_attempt(delivery_id)
+    if countdown is not None:
+        raise self.retry(countdown=countdown)
+
+
+@shared_task(base=BaseTask, name="integrations.webhooks_fan_out")
+def webhooks_fan_out_task() -> int:
+    """Fan newly committed CMDB changes out to the subscriptions (queued after each commit that wrote changes)."""
+    from .webhooks.services import change_events_fan_out
+
+    written, more = change_events_fan_out()
+    if more:
+        webhooks_fan_out_task.apply_async()
+    return written
+
+
+@shared_task(base=BaseTask, name="integrations.webhooks_sweep")
+def webhooks_sweep_task() -> int:
+    """Beat: catch up the fan-out and re-publish deliveries whose message was lost (webhooks.services)."""
+    from .webhooks.services import webhooks_sweep
+
+    return webhooks_sweep()

@@ -1,0 +1,1 @@
+"""Outbound webhooks: signed deliveries of CMDB changes and ticket events to subscribed receivers."""
