@@ -6,7 +6,7 @@ from typing import Any
 
 from django import template
 
-from ..views.changes import value_text
+from ..history import value_text
 
 register = template.Library()
 

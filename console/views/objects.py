@@ -41,7 +41,7 @@ from workflows.models import Ticket, TicketLink
 from workflows.registry import workflow_or_none
 from workflows.selectors import state_tone, ticket_list
 
-from .changes import ViewScope, change_rows, object_changes, object_filter_value
+from ..history import ViewScope, change_rows, object_changes, object_filter_value
 
 LIST_LIMIT = 20
 
