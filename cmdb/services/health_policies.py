@@ -1,7 +1,8 @@
 """The default health policy rows: how a fresh install grades health signals, and what the demo uses too.
 
-One list. The data migrations of inventory_agents hold frozen copies of it (0002, 0004, changed by 0005); a test
-checks that a migrated database holds exactly these rows. Changing a row here needs a migration like 0005.
+One list. The data migrations of inventory_agents hold frozen copies of it (0002, 0004, changed by 0005; 0006
+adds the topology row); a test checks that a migrated database holds exactly these rows. Changing a row here
+needs a migration like 0005.
 """
 
 from __future__ import annotations
@@ -54,6 +55,14 @@ DEFAULT_POLICIES: list[tuple[str, str, str, str, bool, str]] = [
     ("moved", "", "info", "monitor", False, "Card seen in another node than recorded (moved)"),
     ("conflict", "", "warning", "monitor", False, "Report contradicts the CMDB; an operator decides"),
     ("collector", "", "warning", "monitor", False, "An agent collector failed or a section came back empty"),
+    (
+        "topology",
+        "departure",
+        "critical",
+        "drain_repair",
+        True,
+        "Topology departs from the server model (fewer NVLinks, a GPU-NIC path moved to SYS): drain and repair",
+    ),
 ]
 
 
