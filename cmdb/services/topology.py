@@ -123,14 +123,28 @@ def _worse(actual: str, expected: str) -> bool:
     return True
 
 
+def topology_shape_problem(value: Any) -> str:
+    """Why `value` is no usable expected topology ('' when it is): links must name a, b and kind as text."""
+    if value in ({}, None):
+        return ""
+    if not isinstance(value, dict) or not isinstance(value.get("links"), list):
+        return 'expected {"links": [{"a": ..., "b": ..., "kind": ...}, ...]} or {}'
+    for i, link in enumerate(value["links"]):
+        if not isinstance(link, dict) or not all(isinstance(link.get(k), str) and link[k] for k in ("a", "b", "kind")):
+            return f"links[{i}] needs text a, b and kind"
+    if not isinstance(value.get("devices", []), list):
+        return "devices must be a list"
+    return ""
+
+
 def _pair_kinds(topology: dict[str, Any]) -> dict[frozenset[str], str]:
     return {frozenset((link["a"], link["b"])): link["kind"] for link in topology.get("links") or []}
 
 
 def topology_departures(expected: dict[str, Any], actual: dict[str, Any]) -> list[Departure]:
     """The expected pairs the actual topology prints worse or not at all (in the expected order)."""
-    if not expected or not expected.get("links"):
-        return []
+    if not expected or topology_shape_problem(expected) or not expected.get("links"):
+        return []  # none, or malformed data (the API refuses it; an admin edit must not break ingestion)
     kinds = _pair_kinds(actual)
     departures = []
     for link in expected["links"]:
@@ -148,4 +162,5 @@ __all__ = [
     "topology_canonical",
     "topology_departures",
     "topology_digest",
+    "topology_shape_problem",
 ]

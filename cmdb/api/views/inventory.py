@@ -17,6 +17,7 @@ from ... import filtersets as f
 from ... import models as m
 from ...selectors import change_list, node_history
 from ...services.nodes import node_cordon, node_uncordon
+from ...services.topology import node_topology_current, topology_departures
 from .. import serializers as s
 from ..base import CmdbReadOnlyViewSet, CmdbViewSet
 from ..writers import override_requested
@@ -136,6 +137,32 @@ class NodeViewSet(CmdbViewSet):
         page = self.paginate_queryset(node_history(node=node))
         data = s.ChangeRecordSerializer(page, many=True, context=self.get_serializer_context()).data
         return self.get_paginated_response(data)
+
+    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
+    def topology(self, request: Request, pk: Any = None) -> Response:
+        """The node's last reported topology and its departures from the server model's expected one
+        (read-only; the agent writes it). 404 when the node is outside the caller's scope or reported none."""
+        node = self.get_object()
+        current = node_topology_current(node)
+        if current is None:
+            return Response({"detail": f"{node.hostname} has reported no topology."}, status=404)
+        expected = node.server_model.expected_topology if node.server_model else {}
+        departures = topology_departures(expected, {"links": current.links})
+        return Response(
+            {
+                "node": node.hostname,
+                "sources": current.sources,
+                "devices": current.devices,
+                "links": current.links,
+                "updated_at": current.updated_at,
+                "version": current.version,
+                "has_expected": bool(expected and expected.get("links")),
+                "departures": [
+                    {"a": d.a, "b": d.b, "expected": d.expected, "actual": d.actual, "message": d.message}
+                    for d in departures
+                ],
+            }
+        )
 
     @action(detail=True, methods=["post"], filter_backends=[])
     def cordon(self, request: Request, pk: Any = None) -> Response:

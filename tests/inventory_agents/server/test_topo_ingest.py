@@ -170,3 +170,32 @@ def test_topology_learn_refuses_a_node_without_topology():
         call_command("topology_learn", "--node", "gpu-t401")
     with pytest.raises(CommandError, match="no node"):
         call_command("topology_learn", "--node", "nope")
+
+
+def test_api_shows_the_topology_and_its_departures(post, admin_client, failed_calls):
+    node, token = _learned_model(post)
+    post(report_of(node, topology=topo(8, moved={("GPU2", "GPU5"): "NV12"})), token)
+    body = admin_client.get(f"/api/cmdb/nodes/{node.pk}/topology/").json()
+    assert body["node"] == node.hostname and body["has_expected"] is True and len(body["links"]) == 45
+    assert body["departures"] == [
+        {
+            "a": "GPU2",
+            "b": "GPU5",
+            "expected": "NV18",
+            "actual": "NV12",
+            "message": "topology departs from the server model: GPU2-GPU5 is NV12, expected NV18",
+        }
+    ]
+    other = make_node("gpu-t501")
+    assert admin_client.get(f"/api/cmdb/nodes/{other.pk}/topology/").status_code == 404
+
+
+def test_api_refuses_a_malformed_expected_topology(admin_client):
+    node = make_node("gpu-t601")
+    url = f"/api/cmdb/server-models/{node.server_model_id}/"
+    bad = admin_client.patch(url, {"expected_topology": {"links": [{"a": "GPU0"}]}}, content_type="application/json")
+    assert bad.status_code == 400
+    assert bad.json()["error"]["fields"] == {"expected_topology": ["links[0] needs text a, b and kind"]}
+    good = {"links": [{"a": "GPU0", "b": "GPU1", "kind": "NV18"}], "devices": []}
+    ok = admin_client.patch(url, {"expected_topology": good}, content_type="application/json")
+    assert ok.status_code == 200, ok.content
