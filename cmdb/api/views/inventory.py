@@ -8,6 +8,7 @@ from django.db import transaction
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers as drf_serializers
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -116,7 +117,30 @@ class CordonSerializer(drf_serializers.Serializer):
     reason = drf_serializers.CharField(max_length=300, help_text="Why the node is unschedulable.")
 
 
+class TopologyDepartureSerializer(drf_serializers.Serializer):
+    a = drf_serializers.CharField()
+    b = drf_serializers.CharField()
+    expected = drf_serializers.CharField()
+    actual = drf_serializers.CharField(allow_null=True)
+    message = drf_serializers.CharField()
+
+
+class NodeTopologySerializer(drf_serializers.Serializer):
+    node = drf_serializers.CharField()
+    sources = drf_serializers.ListField(child=drf_serializers.CharField())
+    devices = drf_serializers.ListField(child=drf_serializers.DictField())
+    links = drf_serializers.ListField(child=drf_serializers.DictField())
+    updated_at = drf_serializers.DateTimeField()
+    version = drf_serializers.IntegerField()
+    has_expected = drf_serializers.BooleanField()
+    departures = TopologyDepartureSerializer(many=True)
+
+
 @extend_schema_view(
+    topology=extend_schema(
+        summary="The node's reported topology and its departures from the server model's expected one",
+        responses=NodeTopologySerializer,
+    ),
     history=extend_schema(
         summary="The node's change records, newest first", responses=s.ChangeRecordSerializer(many=True)
     ),
@@ -145,7 +169,7 @@ class NodeViewSet(CmdbViewSet):
         node = self.get_object()
         current = node_topology_current(node)
         if current is None:
-            return Response({"detail": f"{node.hostname} has reported no topology."}, status=404)
+            raise NotFound(f"{node.hostname} has reported no topology.")
         expected = node.server_model.expected_topology if node.server_model else {}
         departures = topology_departures(expected, {"links": current.links})
         return Response(
