@@ -199,3 +199,15 @@ def test_api_refuses_a_malformed_expected_topology(admin_client):
     good = {"links": [{"a": "GPU0", "b": "GPU1", "kind": "NV18"}], "devices": []}
     ok = admin_client.patch(url, {"expected_topology": good}, content_type="application/json")
     assert ok.status_code == 200, ok.content
+
+
+def test_a_departure_opens_a_repair_ticket_naming_the_pair(post, monkeypatch):
+    from cmdb import hooks
+    from workflows.models import Ticket
+    from workflows.services.health import on_accelerator_failed
+
+    node, token = _learned_model(post)
+    monkeypatch.setattr(hooks, "_accelerator_failed", [on_accelerator_failed])
+    post(report_of(node, topology=topo(8, moved={("GPU2", "GPU5"): "NV12"})), token)
+    [ticket] = Ticket.objects.filter(type="repair")
+    assert "topology departure" in ticket.title and "GPU2-GPU5 is NV12, expected NV18" in ticket.description
