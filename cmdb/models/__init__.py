@@ -43,6 +43,7 @@ from .stock import (
     StockMovement,
     StockReservation,
 )
+from .topology import NodeTopology
 
 __all__ = [
     "HEALTH_RANK",
@@ -79,6 +80,7 @@ __all__ = [
     "Node",
     "NodeRole",
     "NodeStatus",
+    "NodeTopology",
     "PartItem",
     "PartItemStatus",
     "PartKind",

@@ -71,6 +71,9 @@ class ServerModel(TrackedModel):
         AcceleratorModel, null=True, blank=True, on_delete=models.SET_NULL, related_name="server_models"
     )
     accelerator_slots = models.PositiveSmallIntegerField(default=0)
+    # The intra-node topology every node of this model should report ({"links": [...], "devices": [...]}, the
+    # NodeTopology format): written as data or learned from a reference node (manage.py topology_learn).
+    expected_topology = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["name"]

@@ -1,7 +1,8 @@
 """The default health policy rows: how a fresh install grades health signals, and what the demo uses too.
 
-One list. The data migrations of inventory_agents hold frozen copies of it (0002, 0004, 0006; changed by 0005); a test
-checks that a migrated database holds exactly these rows. Changing a row here needs a migration like 0005.
+One list. The data migrations of inventory_agents hold frozen copies of it (0002, 0004, 0006, 0007; changed by
+0005); a test checks that a migrated database holds exactly these rows. Changing a row here needs a migration like
+0005.
 """
 
 from __future__ import annotations
@@ -63,6 +64,15 @@ DEFAULT_POLICIES: list[tuple[str, str, str, str, bool, str]] = [
     ("disk", "", "warning", "monitor", False, "A disk is filling up or failing"),
     ("memory", "", "warning", "monitor", False, "Host memory nearly exhausted or failing"),
     ("node_unhealthy", "", "warning", "monitor", False, "A monitor reports the node unhealthy"),
+    # Added by 0007.
+    (
+        "topology",
+        "departure",
+        "critical",
+        "drain_repair",
+        True,
+        "Topology departs from the server model (fewer NVLinks, a GPU-NIC path moved to SYS): drain and repair",
+    ),
 ]
 
 

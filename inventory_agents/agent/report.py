@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import AGENT_VERSION, SCHEMA_ID
-from .collectors import Fragment, ascend, hygon, infiniband, lldp, nics, nvidia, pci, system, xid
+from .collectors import Fragment, ascend, hygon, infiniband, lldp, nics, nvidia, pci, system, topology, xid
 from .runner import Source
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,7 @@ COLLECTORS: List[Tuple[str, CollectorFn]] = [
     ("nics", lambda source, state_dir: nics.collect(source)),
     ("infiniband", lambda source, state_dir: infiniband.collect(source)),
     ("lldp", lambda source, state_dir: lldp.collect(source)),
+    ("topology", lambda source, state_dir: topology.collect(source)),
 ]
 
 
@@ -85,6 +86,8 @@ def _merge(report: Dict[str, Any], fragment: Fragment) -> None:
     for key, value in (fragment.get("system") or {}).items():
         if value is not None or key not in report["system"]:
             report["system"][key] = value
+    if fragment.get("topology"):
+        report["topology"] = fragment["topology"]
     if fragment.get("hostname"):
         report["hostname"] = fragment["hostname"]
     for key in (*LIST_KEYS, "collector_errors"):
@@ -219,7 +222,32 @@ def build_report(
         for key in ACCELERATOR_KEYS:
             card.setdefault(key, None)
     report["software"] = _dedupe_software(report["software"])
+    _check_topology_nics(report)
     return report, xid_state
+
+
+def _check_topology_nics(report: Dict[str, Any]) -> None:
+    """A matrix NIC column naming an RDMA device ibstat does not list is a wrong capture or a renamed device:
+    report it and keep no topology rather than a matrix that disagrees with the rest of the report."""
+    topo = report.get("topology")
+    hcas = {hca.get("ca") for hca in report.get("infiniband") or []}
+    if not topo or not hcas:
+        return
+    unknown = []
+    for device in topo["devices"]:
+        rdma = device.get("alias") or device["name"]
+        if device["type"] == "nic" and rdma.startswith("mlx") and rdma not in hcas:
+            unknown.append(rdma)
+    if unknown:
+        del report["topology"]
+        report["collector_errors"].append(
+            {
+                "collector": "topology",
+                "error": "{}: NIC column(s) {} name device(s) ibstat does not report".format(
+                    " + ".join(topo["sources"]), ", ".join(unknown)
+                ),
+            }
+        )
 
 
 def to_json(report: Dict[str, Any], indent: Optional[int] = 2) -> str:

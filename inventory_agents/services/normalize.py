@@ -19,6 +19,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from cmdb.models import DriverComponent, LinkState
+from cmdb.services.topology import topology_canonical, topology_digest
 
 from ..conf import setting
 from .identity import clean_serial, clean_uuid, normalize_pci
@@ -121,6 +122,8 @@ class Observed:
     collector_errors: dict[str, str] = field(default_factory=dict)
     # The host's view of its links; the switches app turns it into observed links (integrations.switches).
     lldp: list[LldpObs] = field(default_factory=list)
+    # The intra-node topology (cmdb.services.topology canonical form); None when the report carries none.
+    topology: dict[str, Any] | None = None
     digest: str = ""
 
 
@@ -480,6 +483,7 @@ def report_normalize(payload: dict[str, Any], schema: str) -> Observed:
             if isinstance(e, dict) and e.get("collector")
         },
         lldp=_lldp(payload),
+        topology=topology_canonical(payload["topology"]) if isinstance(payload.get("topology"), dict) else None,
     )
     observed.digest = observed_digest(observed)
     return observed
@@ -531,6 +535,8 @@ def observed_digest(observed: Observed) -> str:
         sorted(observed.complete_sections),
         sorted(observed.collector_errors.items()),
         [tuple(n.__dict__.values()) for n in observed.lldp],
+        # Only when present, so the digest of a report without topology is the one older servers stored.
+        *([topology_digest(observed.topology)] if observed.topology is not None else []),
     ]
     blob = json.dumps(content, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()

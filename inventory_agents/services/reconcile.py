@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import re
 import time
 from typing import Any
 
@@ -20,6 +21,7 @@ from django.utils import timezone
 
 from cmdb.models import Accelerator, Node, NodeStatus
 from cmdb.services.changelog import records_for_bulk, records_write, tracked_update
+from cmdb.services.topology import node_topology_current, node_topology_record, topology_departures
 
 from ..models import AgentState, AgentToken, Report, ReportStatus
 from ..signals import report_applied, report_received, signal_send
@@ -27,7 +29,7 @@ from .cards import cards_reconcile, collector_signal, conflict_signal, placement
 from .events import EventBook, events_open_load
 from .health import PolicyBook
 from .network import NicStep, SoftwareStep
-from .normalize import Observed
+from .normalize import Observed, Signal
 from .passes import QUIET_FIELDS, Pass, PendingSignal, bulk_save, has_changes
 from .tokens import UNKNOWN_SERIAL_PREFIX
 
@@ -59,6 +61,44 @@ def _collector_signals(run: Pass) -> None:
     """A failing collector is worth an event on the node (its section is not trusted for drift meanwhile)."""
     for name, error in run.observed.collector_errors.items():
         collector_signal(run, name, f"collector {name}: {error}")
+
+
+def _topology(run: Pass) -> None:
+    """Store the reported topology when it changed (no query otherwise: the row came with the node lock), and
+    raise a `topology` signal for each pair that departs from the server model's expected topology.
+
+    A departure is put on the card named first in the pair (GPU3 -> the card at slot 3), so it is graded and
+    reaches the repair workflow like a card's own signal; a pair without such a card stays on the node."""
+    topology = run.observed.topology
+    if topology is None:
+        return  # no topology tool ran (or it failed): the stored one stands
+    if node_topology_record(run.node, topology, node_topology_current(run.node)) is not None:
+        run.summary["topology_changed"] += 1
+    model = run.node.server_model
+    departures = topology_departures(model.expected_topology if model else {}, topology)
+    if not departures:
+        return
+    by_slot = {c.slot_index: c for c in run.node_cards if c.slot_index is not None and not c.is_missing}
+    for departure in departures:
+        match = re.fullmatch(r"(?:GPU|NPU|DCU|HCU)(\d+)", departure.a) or re.fullmatch(
+            r"(?:GPU|NPU|DCU|HCU)(\d+)", departure.b
+        )
+        card = by_slot.get(int(match.group(1))) if match else None
+        signal = Signal(
+            "topology",
+            "departure",
+            f"{run.node.hostname}: {departure.message}"[:300],
+            (f"topology:{departure.pair}:{departure.actual}",),
+        )
+        run.summary["topology_departures"] += 1
+        run.signals.append(
+            PendingSignal(
+                signal=signal,
+                vendor_id=card.model.vendor_id if card else None,
+                accelerator=card,
+                dedup_key="" if card else f"node:{run.node.pk}:topology:{departure.pair}"[:200],
+            )
+        )
 
 
 def _orphan_signals(run: Pass) -> None:
@@ -139,7 +179,7 @@ def report_apply(
     """
     now = now or timezone.now()
     with transaction.atomic():
-        node = Node.objects.select_for_update(of=("self",)).select_related("server_model").get(pk=node_id)
+        node = Node.objects.select_for_update(of=("self",)).select_related("server_model", "topology").get(pk=node_id)
         # Read after the lock, in its own statement: a report that waited for the lock must see the state the
         # previous one committed (a row joined into the locking query would come from the older snapshot).
         state = AgentState.objects.filter(node_id=node_id).first()
@@ -159,6 +199,7 @@ def report_apply(
         node_before = node.snapshot()
         _node_facts(run)
         new_cards = cards_reconcile(run)
+        _topology(run)
         _orphan_signals(run)
         _collector_signals(run)
         book = EventBook(run, events_open_load(run, [c.pk for c in run.node_cards if c.pk]))

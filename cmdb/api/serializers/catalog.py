@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from rest_framework import serializers
+
 from ... import models as m
+from ...services.topology import topology_shape_problem
 from ..base import CmdbSerializer
 
 
@@ -22,6 +27,13 @@ class ServerModelSerializer(CmdbSerializer):
     class Meta:
         model = m.ServerModel
         fields = "__all__"
+
+    def validate_expected_topology(self, value: Any) -> Any:
+        """{} (none) or {"links": [{"a", "b", "kind"}, ...], "devices": [...]} as NodeTopology stores it."""
+        problem = topology_shape_problem(value)
+        if problem:
+            raise serializers.ValidationError(problem)
+        return value
 
 
 class PartModelSerializer(CmdbSerializer):

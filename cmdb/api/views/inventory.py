@@ -8,6 +8,7 @@ from django.db import transaction
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers as drf_serializers
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -17,6 +18,7 @@ from ... import filtersets as f
 from ... import models as m
 from ...selectors import change_list, node_history
 from ...services.nodes import node_cordon, node_uncordon
+from ...services.topology import node_topology_current, topology_departures
 from .. import serializers as s
 from ..base import CmdbReadOnlyViewSet, CmdbViewSet
 from ..changefeed import ChangeFeedPagination
@@ -116,7 +118,30 @@ class CordonSerializer(drf_serializers.Serializer):
     reason = drf_serializers.CharField(max_length=300, help_text="Why the node is unschedulable.")
 
 
+class TopologyDepartureSerializer(drf_serializers.Serializer):
+    a = drf_serializers.CharField()
+    b = drf_serializers.CharField()
+    expected = drf_serializers.CharField()
+    actual = drf_serializers.CharField(allow_null=True)
+    message = drf_serializers.CharField()
+
+
+class NodeTopologySerializer(drf_serializers.Serializer):
+    node = drf_serializers.CharField()
+    sources = drf_serializers.ListField(child=drf_serializers.CharField())
+    devices = drf_serializers.ListField(child=drf_serializers.DictField())
+    links = drf_serializers.ListField(child=drf_serializers.DictField())
+    updated_at = drf_serializers.DateTimeField()
+    version = drf_serializers.IntegerField()
+    has_expected = drf_serializers.BooleanField()
+    departures = TopologyDepartureSerializer(many=True)
+
+
 @extend_schema_view(
+    topology=extend_schema(
+        summary="The node's reported topology and its departures from the server model's expected one",
+        responses=NodeTopologySerializer,
+    ),
     history=extend_schema(
         summary="The node's change records, newest first", responses=s.ChangeRecordSerializer(many=True)
     ),
@@ -137,6 +162,32 @@ class NodeViewSet(CmdbViewSet):
         page = self.paginate_queryset(node_history(node=node))
         data = s.ChangeRecordSerializer(page, many=True, context=self.get_serializer_context()).data
         return self.get_paginated_response(data)
+
+    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
+    def topology(self, request: Request, pk: Any = None) -> Response:
+        """The node's last reported topology and its departures from the server model's expected one
+        (read-only; the agent writes it). 404 when the node is outside the caller's scope or reported none."""
+        node = self.get_object()
+        current = node_topology_current(node)
+        if current is None:
+            raise NotFound(f"{node.hostname} has reported no topology.")
+        expected = node.server_model.expected_topology if node.server_model else {}
+        departures = topology_departures(expected, {"links": current.links})
+        return Response(
+            {
+                "node": node.hostname,
+                "sources": current.sources,
+                "devices": current.devices,
+                "links": current.links,
+                "updated_at": current.updated_at,
+                "version": current.version,
+                "has_expected": bool(expected and expected.get("links")),
+                "departures": [
+                    {"a": d.a, "b": d.b, "expected": d.expected, "actual": d.actual, "message": d.message}
+                    for d in departures
+                ],
+            }
+        )
 
     @action(detail=True, methods=["post"], filter_backends=[])
     def cordon(self, request: Request, pk: Any = None) -> Response:

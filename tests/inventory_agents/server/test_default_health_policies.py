@@ -30,6 +30,7 @@ def _fresh_install() -> None:
         ("0004_more_default_health_policies", "ensure"),
         ("0005_xid_63_94_fail_cards", "forwards"),
         ("0006_monitoring_health_policies", "ensure"),
+        ("0007_topology_health_policy", "ensure"),
     ):
         getattr(importlib.import_module(f"inventory_agents.migrations.{name}"), fn)(apps, None)
 

@@ -1,0 +1,166 @@
+"""Node topology: the one writer of NodeTopology, the expected topology of a server model, and departures.
+
+A topology is the agent report's `topology` object ({"sources", "devices", "links"}, see docs/topology.md).
+Ingestion hands each reported topology to `node_topology_record`, which writes the row only when its content
+digest changed (the save goes through the change log like every tracked write). `topology_departures`
+compares a node's topology with its server model's expected one: a pair whose link got worse (fewer NVLinks,
+a GPU-NIC path that moved to SYS) or disappeared is a departure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..models import Node, NodeTopology, ServerModel
+
+DEVICE_KEYS = ("name", "type", "alias", "cpu_affinity", "numa_affinity", "gpu_numa_id", "numa_node")
+LINK_KEYS = ("a", "b", "kind", "a_alias", "b_alias", "weight", "hops")
+# How direct a path is, best first (nvidia-smi's legend order); NV# ranks by its NVLink count.
+_RANK = {
+    "X": -1,
+    "XGMI": 0,
+    "HCCS": 0,
+    "HCCS_SW": 0,
+    "SIO": 0,
+    "PIX": 1,
+    "PXB": 2,
+    "PHB": 3,
+    "PCIE": 3,
+    "NODE": 4,
+    "SYS": 5,
+    "SOC": 5,
+    "NA": 6,
+}
+_NV = re.compile(r"^NV(\d+)$")
+
+
+def topology_canonical(raw: dict[str, Any]) -> dict[str, Any]:
+    """The stored form of a reported topology: known keys only, in a fixed order (so equal content hashes
+    equally whatever the agent version's key order)."""
+    devices = [
+        {key: d.get(key) for key in DEVICE_KEYS if key in d}
+        for d in raw.get("devices") or []
+        if isinstance(d, dict) and d.get("name")
+    ]
+    links = [
+        {key: link.get(key) for key in LINK_KEYS if key in link}
+        for link in raw.get("links") or []
+        if isinstance(link, dict) and link.get("a") and link.get("b")
+    ]
+    return {"sources": [str(s) for s in raw.get("sources") or []], "devices": devices, "links": links}
+
+
+def topology_digest(topology: dict[str, Any]) -> str:
+    blob = json.dumps([topology["sources"], topology["devices"], topology["links"]], separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def node_topology_current(node: Node) -> NodeTopology | None:
+    """The node's stored topology, from the select_related cache when the caller loaded it (no query then)."""
+    try:
+        return node.topology
+    except NodeTopology.DoesNotExist:
+        return None
+
+
+def node_topology_record(node: Node, topology: dict[str, Any], current: NodeTopology | None) -> NodeTopology | None:
+    """Store `topology` (canonical) for `node` unless `current` holds the same content. Returns the row when it
+    was written (created or changed), None when nothing changed. The caller holds the node's lock; the save's
+    change record carries the caller's change context (actor, source, correlation id)."""
+    digest = topology_digest(topology)
+    if current is not None and current.digest == digest:
+        return None
+    row = current if current is not None else NodeTopology(node=node)
+    row.sources = topology["sources"]
+    row.devices = topology["devices"]
+    row.links = topology["links"]
+    row.digest = digest
+    row.save()
+    node.topology = row
+    return row
+
+
+def server_model_expected_topology_set(server_model: ServerModel, topology: dict[str, Any]) -> ServerModel:
+    """Make `topology` (any reported or stored topology) the expected one of `server_model`, recorded."""
+    canonical = topology_canonical(topology)
+    server_model.expected_topology = {"devices": canonical["devices"], "links": canonical["links"]}
+    server_model.save(update_fields=["expected_topology", "version", "updated_at"])
+    return server_model
+
+
+@dataclass(frozen=True)
+class Departure:
+    a: str
+    b: str
+    expected: str
+    actual: str | None
+
+    @property
+    def pair(self) -> str:
+        return f"{self.a}-{self.b}"
+
+    @property
+    def message(self) -> str:
+        got = self.actual if self.actual is not None else "no link reported"
+        return f"topology departs from the server model: {self.pair} is {got}, expected {self.expected}"
+
+
+def _worse(actual: str, expected: str) -> bool:
+    """Is `actual` a less direct path than `expected`? Unknown codes differ only when not equal."""
+    if actual == expected:
+        return False
+    nv_a, nv_e = _NV.match(actual), _NV.match(expected)
+    if nv_e:
+        return not nv_a or int(nv_a.group(1)) < int(nv_e.group(1))
+    if nv_a:
+        return False  # an NVLink where PCIe was expected is no degradation
+    if actual in _RANK and expected in _RANK:
+        return _RANK[actual] > _RANK[expected]
+    return True
+
+
+def topology_shape_problem(value: Any) -> str:
+    """Why `value` is no usable expected topology ('' when it is): links must name a, b and kind as text."""
+    if value in ({}, None):
+        return ""
+    if not isinstance(value, dict) or not isinstance(value.get("links"), list):
+        return 'expected {"links": [{"a": ..., "b": ..., "kind": ...}, ...]} or {}'
+    for i, link in enumerate(value["links"]):
+        if not isinstance(link, dict) or not all(isinstance(link.get(k), str) and link[k] for k in ("a", "b", "kind")):
+            return f"links[{i}] needs text a, b and kind"
+    if not isinstance(value.get("devices", []), list):
+        return "devices must be a list"
+    return ""
+
+
+def _pair_kinds(topology: dict[str, Any]) -> dict[frozenset[str], str]:
+    return {frozenset((link["a"], link["b"])): link["kind"] for link in topology.get("links") or []}
+
+
+def topology_departures(expected: dict[str, Any], actual: dict[str, Any]) -> list[Departure]:
+    """The expected pairs the actual topology prints worse or not at all (in the expected order)."""
+    if not expected or topology_shape_problem(expected) or not expected.get("links"):
+        return []  # none, or malformed data (the API refuses it; an admin edit must not break ingestion)
+    kinds = _pair_kinds(actual)
+    departures = []
+    for link in expected["links"]:
+        got = kinds.get(frozenset((link["a"], link["b"])))
+        if got is None or _worse(got, link["kind"]):
+            departures.append(Departure(link["a"], link["b"], link["kind"], got))
+    return departures
+
+
+__all__ = [
+    "Departure",
+    "node_topology_current",
+    "node_topology_record",
+    "server_model_expected_topology_set",
+    "topology_canonical",
+    "topology_departures",
+    "topology_digest",
+    "topology_shape_problem",
+]
