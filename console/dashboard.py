@@ -20,6 +20,7 @@ from django.utils import timezone
 from cmdb import selectors as cmdb_selectors
 from cmdb.models import Health, NodeStatus, Site
 from cmdb.permissions import restrict
+from integrations.monitoring.selectors import unmatched_alerts_firing
 from integrations.warehouse.services.stock import StockLine, stock_lines
 from inventory_agents import selectors as agent_selectors
 from inventory_agents.conf import setting as agent_setting
@@ -407,6 +408,23 @@ def _stock(user: AbstractBaseUser) -> dict[str, Any]:
     }
 
 
+def _alerts(user: AbstractBaseUser) -> dict[str, Any]:
+    """Firing monitor alerts that matched no node or card: kept and shown, so a host missing from the CMDB (or
+    a label the rules do not read) is seen rather than silently dropped. Two queries."""
+    total, newest = unmatched_alerts_firing(user, limit=10)
+    return {
+        "unmatched": Cell(total, list_url("/api/integrations/alerts/", matched="false", status="firing")),
+        "rows": [
+            {
+                "alert": alert,
+                "host": alert.labels.get("Hostname") or alert.labels.get("instance") or "",
+                "reason": alert.unmatched_reason,
+            }
+            for alert in newest
+        ],
+    }
+
+
 def fleet_dashboard(*, user: AbstractBaseUser, now: dt.datetime | None = None) -> dict[str, Any]:
     """Every figure of the dashboard for `user` (see the module docstring)."""
     now = now or timezone.now()
@@ -420,6 +438,7 @@ def fleet_dashboard(*, user: AbstractBaseUser, now: dt.datetime | None = None) -
         "rollouts": _rollouts(user),
         "drift": _drift(user, accelerators, now),
         "stock": _stock(user),
+        "alerts": _alerts(user),
     }
 
 

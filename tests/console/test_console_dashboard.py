@@ -306,3 +306,28 @@ def test_constant_queries_whatever_the_fleet_size(db, who):
     build_site("sc", nodes=10)
     grant_scope(scope_obj=m.Site.objects.get(code="sc"), perms=["view_scope"], users=[viewer])
     assert _queries(user) == small
+
+
+@pytest.mark.django_db
+def test_unmatched_firing_alerts_are_shown_to_who_may_see_them():
+    from integrations.monitoring.models import ReceivedAlert
+
+    site = SiteFactory(code="ua1")
+    ReceivedAlert.objects.create(
+        fingerprint="f00d",
+        starts_at=NOW,
+        status="firing",
+        alertname="DCGM_FI_DEV_XID_ERRORS",
+        labels={"Hostname": "ghost-node-17"},
+        unmatched_reason="no node named ghost-node-17",
+    )
+    ReceivedAlert.objects.create(fingerprint="f00e", starts_at=NOW, status="resolved", alertname="NodeDown")
+    root = Client()
+    root.force_login(UserFactory(username="ua-root", is_superuser=True))
+    page = root.get("/").content.decode()
+    assert "ghost-node-17" in page and "no node named ghost-node-17" in page
+    assert fleet_dashboard(user=UserFactory(username="ua-root2", is_superuser=True))["alerts"]["unmatched"].value == 1
+
+    scoped = UserFactory(username="ua-tech")
+    grant_scope(scope_obj=site, perms=["view_scope"], users=[scoped])
+    assert fleet_dashboard(user=scoped)["alerts"]["unmatched"].value == 0  # an unmatched alert names no site
