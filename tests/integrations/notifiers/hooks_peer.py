@@ -63,12 +63,21 @@ def local_peer(check: Callable[[Received], tuple[int, Any]]) -> Iterator[Peer]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    server.timeout = 0.1  # handle_request() returns at least this often, so the loop sees `stop`
+    stop = threading.Event()
+
+    def serve() -> None:
+        # Not serve_forever(): its shutdown() waits with no timeout (a test once hung there); this loop ends
+        # within server.timeout of `stop`, and the join below is bounded.
+        while not stop.is_set():
+            server.handle_request()
+
+    thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     peer.url = f"http://127.0.0.1:{server.server_address[1]}"
     try:
         yield peer
     finally:
-        server.shutdown()
-        server.server_close()
+        stop.set()
         thread.join(5)
+        server.server_close()
