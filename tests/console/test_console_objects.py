@@ -208,6 +208,7 @@ def test_node_and_card_pages_run_the_same_queries_for_a_small_and_a_large_node(d
     grant_scope(scope_obj=large.site, perms=["view_scope"], users=[user])
     client = _client(user)
     _count(client, f"/nodes/{small.node.hostname}/")  # warm the content-type and permission caches
+    _count(client, f"/accelerators/{small.cards[0].serial}/")  # and the card page's own
     node_small = _count(client, f"/nodes/{small.node.hostname}/")
     node_large = _count(client, f"/nodes/{large.node.hostname}/")
     assert node_small == node_large, (node_small, node_large)
