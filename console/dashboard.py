@@ -240,10 +240,14 @@ def _nodes(user: AbstractBaseUser, now: dt.datetime) -> dict[str, Any]:
             ],
             scale=scale,
         )
+    all_row = site_row("", rows)
     return {
         "sites": sites,
-        "all": site_row("", rows),
+        "all": all_row,
         "statuses": [(s.value, s.label, STATUS_TONES[s]) for s in statuses],
+        "status_totals": [
+            (s.value, s.label, STATUS_TONES[s], c) for s, c in zip(statuses, all_row.statuses, strict=True)
+        ],
         "stale_minutes": stale_minutes,
     }
 

@@ -39,6 +39,7 @@ from integrations.switches.models import ObservedLink
 from inventory_agents.models import Report
 from workflows.models import Ticket, TicketLink
 from workflows.registry import workflow_or_none
+from workflows.rollouts.selectors import node_dry_run_notes
 from workflows.selectors import state_tone, ticket_list
 
 from ..history import ViewScope, change_rows, object_changes, object_filter_value
@@ -195,6 +196,8 @@ def node_context(request: HttpRequest, node: Node) -> dict[str, Any]:
         "history_query": urlencode({"object": object_filter_value(node)}),
         "report": report,
         "holders": holds_for(node_ids=[node.pk]).get(node.pk, []),
+        # Rollouts and provisioning that "succeeded" under a dry-run adapter: the node kept its old state.
+        "dry_run_notes": node_dry_run_notes(node, user),
         "can_change": can_change,
         "can_override": can_change and may_override(user),
         "may_open_tickets": _may_open_tickets(user, can_change),

@@ -208,6 +208,7 @@ def test_node_and_card_pages_run_the_same_queries_for_a_small_and_a_large_node(d
     grant_scope(scope_obj=large.site, perms=["view_scope"], users=[user])
     client = _client(user)
     _count(client, f"/nodes/{small.node.hostname}/")  # warm the content-type and permission caches
+    _count(client, f"/accelerators/{small.cards[0].serial}/")  # and the card page's own
     node_small = _count(client, f"/nodes/{small.node.hostname}/")
     node_large = _count(client, f"/nodes/{large.node.hostname}/")
     assert node_small == node_large, (node_small, node_large)
@@ -226,3 +227,33 @@ def test_a_far_end_switch_outside_the_users_scope_is_not_named(places):
     html = _client(scoped_user("viewer-a", a.site)).get(f"/nodes/{a.node.hostname}/").content.decode()
     assert "mlx5_9" in html and "a switch outside your scope" in html
     assert "bravo" not in html
+
+
+def test_the_node_page_says_when_a_rollout_on_it_ran_dry(places):
+    from tests.factories.cmdb import DriverPackageFactory
+    from workflows.rollouts.models import NodeRun, Rollout, RolloutWave
+
+    a, b = places
+    package = DriverPackageFactory()
+    rollout = Rollout.objects.create(
+        package=package, component=package.component, target_version=package.version, status="completed"
+    )
+    wave = RolloutWave.objects.create(rollout=rollout, index=0, kind="canary", status="completed")
+    NodeRun.objects.create(
+        rollout=rollout,
+        wave=wave,
+        node=a.node,
+        hostname=a.node.hostname,
+        previous_version="550.127.05",
+        target_version=package.version,
+        state="succeeded",
+        is_dry_run=True,
+    )
+    client = _client(scoped_user("dry-viewer", a.site))
+    html = client.get(f"/nodes/{a.node.hostname}/").content.decode()
+    assert html.count('class="banner warn dry-run"') == 1
+    assert f"dry run - nothing changed: {rollout.label} reported {package.component} {package.version} as done" in html
+    assert "the node keeps 550.127.05" in html
+    # A node with no dry run shows no such notice.
+    client = _client(scoped_user("dry-viewer-b", b.site))
+    assert "dry run - nothing changed" not in client.get(f"/nodes/{b.node.hostname}/").content.decode()
