@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from cmdb.models import Fabric, Link, NicPort, Site, Switch, SwitchPort, SwitchRole, Vendor
 
+from .cabling_service import fabric_cabling_report
 from .models import ObservationSource, ObservedLink, PollRun, PollStatus
 
 DEMO_TASK_ID = "demo-observe"
@@ -115,6 +116,9 @@ def demo_observe(fabric: Fabric) -> DemoObserveResult:
         if sid in names
     ]
     ObservedLink.objects.bulk_create(rows, batch_size=2000)
+    # Judge the new observations as `cabling_report --update-status` does, so each link's stored status (the
+    # dashboard's and the link list's "mismatch") agrees with the fabric and cabling pages.
+    fabric_cabling_report(fabric, update_link_status=True)
     return DemoObserveResult(switches=len(switches), observations=len(rows), faults=tuple(faults))
 
 

@@ -67,7 +67,7 @@ def test_detail_shows_timeline_links_runs_and_actions(client, wf, fleet, tech):
     client.force_login(tech)
     page = client.get(f"/tickets/{ticket.pk}/").content.decode()
     assert "Diagnosing" in page
-    assert f'href="/admin/cmdb/node/{fleet.node.pk}/change/"' in page
+    assert f'href="/nodes/{fleet.node.hostname}/"' in page  # the console page, not the admin form
     assert "Health signal: xid 79" in page
     assert "Drain the node" in page and "Succeeded" in page
     assert 'data-transition="diagnose_replace"' in page and 'data-transition="cancel"' in page

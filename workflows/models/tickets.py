@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import models
@@ -162,6 +164,19 @@ class TicketLink(models.Model):
     def target(self) -> models.Model | None:
         kind = self.kind
         return getattr(self, kind) if kind else None
+
+    @property
+    def page_url(self) -> str:
+        """The object's console page ('' when the object is gone); a cable has no page of its own, so its admin
+        page. Reads the linked row: select_related the object fields when listing links."""
+        kind = self.kind
+        pages = {
+            "node": lambda: f"/nodes/{quote(self.node.hostname)}/",
+            "accelerator": lambda: f"/accelerators/{quote(self.accelerator.serial)}/",
+            "rack": lambda: f"/racks/{self.rack_id}/",
+            "switch": lambda: f"/switches/{quote(self.switch.name)}/",
+        }
+        return pages[kind]() if kind in pages else self.admin_url
 
     @property
     def admin_url(self) -> str:

@@ -75,6 +75,18 @@ def test_demo_observe_injects_exactly_the_faults(fabric):
     assert PollRun.objects.filter(switch__fabric=fabric).count() == RAILS
 
 
+def test_demo_observe_leaves_link_statuses_agreeing_with_the_report(fabric):
+    """The stored verdict (the dashboard's cabling faults, /links/?status=mismatch) says what the pages say."""
+
+    mismatched = {
+        (link.b_switch_port.switch.name, link.b_switch_port.name)
+        for link in Link.objects.filter(fabric=fabric, status="mismatch").select_related("b_switch_port__switch")
+    }
+    planned_problems = {(switch, port) for kind, switch, port in _problems(fabric_cabling_report(fabric))}
+    planned_problems.discard((f"{LEAF}6", "p30"))  # a spare port seeing a cable: no planned link to mark
+    assert mismatched == planned_problems and len(mismatched) == 3
+
+
 def test_demo_observe_is_idempotent(fabric):
     before = ObservedLink.objects.filter(switch__fabric=fabric).count()
     call_command("switches_demo_observe", stdout=StringIO())
