@@ -18,7 +18,10 @@ from django.http import HttpRequest, JsonResponse
 from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import generics, serializers
+
+from gpuops.api.viewsets import ApiViewMixin
 
 from .models import ReceivedAlert, SourceKind
 from .selectors import received_alert_list
@@ -110,7 +113,15 @@ class ReceivedAlertSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class ReceivedAlertList(generics.ListAPIView):
+@extend_schema_view(
+    get=extend_schema(
+        parameters=[
+            OpenApiParameter("status", str, enum=["firing", "resolved"], description="Only alerts in this state."),
+            OpenApiParameter("matched", str, enum=["true", "false"], description="Matched a node or card, or not."),
+        ]
+    )
+)
+class ReceivedAlertList(ApiViewMixin, generics.ListAPIView):
     """GET /api/integrations/alerts/ - received alerts, newest first; `?status=firing|resolved`,
     `?matched=true|false`. A user sees the alerts of the nodes they may see; unmatched alerts with no node
     only with the global view permission on received alerts."""
