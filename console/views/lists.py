@@ -12,7 +12,8 @@ from typing import Any
 from django import forms
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.urls import URLPattern, path
 from django.utils.http import urlencode
@@ -140,11 +141,17 @@ def _node_rows(user: AbstractBaseUser) -> QuerySet:
     return restrict(m.Node.objects.all(), user, "view")
 
 
+def _card_count(**where: Any) -> Coalesce:
+    """A node's card count as a correlated subquery: evaluated for the page's rows only (a GROUP BY join counted
+    every card of the fleet before the LIMIT, and made the page's COUNT join them too)."""
+    cards = m.Accelerator.objects.filter(node=OuterRef("pk"), **where).order_by().values("node")
+    return Coalesce(Subquery(cards.annotate(n=Count("pk")).values("n")[:1]), 0)
+
+
 def _node_decorate(qs: QuerySet) -> QuerySet:
-    # One LEFT JOIN for both counts; the filter set's to-many filters are subqueries, so rows never repeat.
+    # Sorting by the card count still counts every node's cards (one index lookup per node).
     return qs.select_related("site", "rack", "cluster", "tenant", "server_model__accelerator_model").annotate(
-        cards_total=Count("accelerators"),
-        cards_ok=Count("accelerators", filter=Q(accelerators__health="ok")),
+        cards_total=_card_count(), cards_ok=_card_count(health="ok")
     )
 
 

@@ -137,10 +137,11 @@ def _nics(node: Node, scope: ViewScope) -> list[Nic]:
     for obs in ObservedLink.objects.filter(nic_port__nic__node=node).select_related("switch_port__switch"):
         observed.setdefault(obs.nic_port_id, []).append(obs)
     # A far end in a site the user may not see is shown without its name.
-    far_ends = Switch.objects.filter(
-        Q(ports__link_as_b__a_nic_port__nic__node=node) | Q(ports__observed_links__nic_port__nic__node=node)
-    )
-    visible = set(scope.filter(far_ends).values_list("pk", flat=True).distinct())
+    # Only the switches these ports lead to (a join from every switch was a scan of the whole fabric); [0] keeps
+    # the query run when there are none, so the page's query count does not depend on the cabling.
+    far_ids = {p.link.b_switch_port.switch_id for p in ports if getattr(p, "link", None)}
+    far_ids |= {o.switch_port.switch_id for rows in observed.values() for o in rows if o.switch_port_id}
+    visible = set(scope.filter(Switch.objects.filter(pk__in=sorted(far_ids) or [0])).values_list("pk", flat=True))
     for nic in nics:
         nic.port_rows = ports_by_nic.get(nic.pk, [])
         for port in nic.port_rows:
