@@ -9,17 +9,20 @@ whatever the size of the fleet.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.cache import cache
 from django.utils import timezone
 
 from cmdb import selectors as cmdb_selectors
 from cmdb.models import Health, NodeStatus, Site
-from cmdb.permissions import restrict
+from cmdb.permissions import SCOPE_MODELS, _scope_ids, restrict
 from integrations.monitoring.selectors import unmatched_alerts_firing
 from integrations.warehouse.services.stock import StockLine, stock_lines
 from inventory_agents import selectors as agent_selectors
@@ -446,4 +449,38 @@ def fleet_dashboard(*, user: AbstractBaseUser, now: dt.datetime | None = None) -
     }
 
 
-__all__ = ["Cell", "fleet_dashboard", "list_url"]
+CACHE_PREFIX = "console:dashboard:"
+
+
+def cache_seconds() -> float:
+    """GPUOPS_CONSOLE["DASHBOARD_CACHE_SECONDS"]: how long one scope's figures are reused (0: never cached)."""
+    return float(getattr(settings, "GPUOPS_CONSOLE", {}).get("DASHBOARD_CACHE_SECONDS", 30))
+
+
+def scope_key(user: AbstractBaseUser) -> str:
+    """A cache key naming everything the figures depend on: superusers share one (they see everything); anyone
+    else has a key of their own (direct object grants are not part of a scope) that also changes when a
+    scope grant or a model permission does, so a changed grant is not served from the cache."""
+    if user.is_active and user.is_superuser:
+        return CACHE_PREFIX + "superuser"
+    parts = [f"user={user.pk}", f"active={user.is_active}"]
+    parts += [f"{scope}={_scope_ids(user, scope, 'view')}" for scope in SCOPE_MODELS]
+    parts.append("perms=" + ",".join(sorted(user.get_all_permissions())))
+    return CACHE_PREFIX + hashlib.sha256("|".join(parts).encode()).hexdigest()
+
+
+def cached_fleet_dashboard(*, user: AbstractBaseUser) -> dict[str, Any]:
+    """`fleet_dashboard(user=user)`, reused for `cache_seconds()` by the same scope: the figures are aggregates
+    over the whole fleet, too heavy to recount at every page view. Their `now` is the time they were counted."""
+    seconds = cache_seconds()
+    if seconds <= 0:
+        return fleet_dashboard(user=user)
+    key = scope_key(user)
+    figures = cache.get(key)
+    if figures is None:
+        figures = fleet_dashboard(user=user)
+        cache.set(key, figures, timeout=seconds)
+    return figures
+
+
+__all__ = ["Cell", "cached_fleet_dashboard", "fleet_dashboard", "list_url"]

@@ -300,6 +300,11 @@ GPUOPS_METRICS_TOKEN = os.environ.get("GPUOPS_METRICS_TOKEN", "")
 GPUOPS_METRICS_ALLOW_FROM = env_list("GPUOPS_METRICS_ALLOW_FROM")
 GPUOPS_METRICS_CACHE_SECONDS = float(os.environ.get("GPUOPS_METRICS_CACHE_SECONDS", "15"))
 GPUOPS_METRICS_BROKER_TIMEOUT_SECONDS = 2.0
+# The console dashboard's figures are counted once per scope and reused for DASHBOARD_CACHE_SECONDS (0: counted at
+# every view); the page says when they were counted.
+GPUOPS_CONSOLE = {
+    "DASHBOARD_CACHE_SECONDS": float(os.environ.get("GPUOPS_DASHBOARD_CACHE_SECONDS", "30")),
+}
 GPUOPS_READYZ_BROKER_TIMEOUT_SECONDS = 2.0
 
 # Extension point for the other apps' settings (adapters, schedules); each app keeps its own defaults.

@@ -25,6 +25,8 @@ def pytest_configure(config):
     from django.conf import settings
 
     settings.PASSWORD_HASHERS = ["tests.hashers.FastPBKDF2PasswordHasher"]  # see tests/hashers.py
+    # Dashboard figures are counted at every view unless a test turns the cache on (test_console_dashboard_cache).
+    settings.GPUOPS_CONSOLE = {**getattr(settings, "GPUOPS_CONSOLE", {}), "DASHBOARD_CACHE_SECONDS": 0}
 
 
 def pytest_collection_modifyitems(config, items):

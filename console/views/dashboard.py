@@ -9,13 +9,13 @@ from django.urls import URLPattern, path
 
 from cmdb.permissions import scope_lookups_cached
 
-from ..dashboard import fleet_dashboard
+from ..dashboard import cached_fleet_dashboard
 
 
 @login_required
 def dashboard_view(request: HttpRequest) -> HttpResponse:
     with scope_lookups_cached():  # a dozen scoped aggregates, one read of the user's grants
-        figures = fleet_dashboard(user=request.user)
+        figures = cached_fleet_dashboard(user=request.user)
     return render(request, "console/dashboard.html", {"d": figures})
 
 

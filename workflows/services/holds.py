@@ -29,6 +29,9 @@ logger = logging.getLogger(__name__)
 _HOLDING_TYPES = ("provisioning",)
 
 
+IN_LIST_MAX = 1000
+
+
 def _ticket_holder(ticket: Ticket) -> Holder:
     return Holder(
         ticket_ref=ticket.reference,
@@ -51,18 +54,29 @@ def node_holders(node_ids: list[int]) -> dict[int, list[Holder]]:
         if all(h.ticket_id != ticket.pk for h in out.get(node_id, [])):
             out.setdefault(node_id, []).append(_ticket_holder(ticket))
 
+    wanted = set(node_ids)
+    # A whole fleet's ids (the dashboard's 12,000) in IN lists cost more to build and plan than the open holds
+    # they filter: past IN_LIST_MAX ids, every open hold is read and the wanted nodes are kept here.
+    narrow = len(wanted) <= IN_LIST_MAX
     links = (
-        TicketLink.objects.filter(node_id__in=node_ids, role=LinkRole.SUBJECT, ticket__is_open=True)
+        TicketLink.objects.filter(role=LinkRole.SUBJECT, ticket__is_open=True)
         .filter(Q(ticket__type="repair", ticket__state__in=HOLDS_NODE) | Q(ticket__type__in=_HOLDING_TYPES))
         .select_related("ticket")
         .order_by("ticket_id")
     )
-    for link in links:
-        add(link.node_id, link.ticket)
-    for ticket in Ticket.objects.filter(type="decommission", is_open=True, data__node_id__in=node_ids):
-        add(int(ticket.data["node_id"]), ticket)
+    for link in links.filter(node_id__in=node_ids) if narrow else links:
+        if link.node_id in wanted:
+            add(link.node_id, link.ticket)
+    decommissions = Ticket.objects.filter(type="decommission", is_open=True)
+    if narrow:
+        for ticket in decommissions.filter(data__node_id__in=node_ids):
+            add(int(ticket.data["node_id"]), ticket)
+    else:
+        for ticket in decommissions:
+            node_id = ticket.data.get("node_id") if isinstance(ticket.data, dict) else None
+            if isinstance(node_id, int) and not isinstance(node_id, bool) and node_id in wanted:
+                add(node_id, ticket)
     # A cabling ticket holds the nodes its drain touched (see cabling.drained_by), until it closes.
-    wanted = set(node_ids)
     effects = (
         StepEffect.objects.filter(
             ticket__type="cabling",
@@ -78,7 +92,10 @@ def node_holders(node_ids: list[int]) -> dict[int, list[Holder]]:
         if node_id in wanted:
             add(node_id, effect.ticket)
 
-    locks = list(NodeLock.objects.filter(node_id__in=node_ids, released_at__isnull=True).select_related("ticket"))
+    open_locks = NodeLock.objects.filter(released_at__isnull=True).select_related("ticket")
+    locks = [
+        lock for lock in (open_locks.filter(node_id__in=node_ids) if narrow else open_locks) if lock.node_id in wanted
+    ]
     if locks:
         # A lock's own changes carry its ticket's correlation id, or its rollout's / provisioning run's.
         keys = {lock.owner_key for lock in locks}
