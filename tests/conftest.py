@@ -135,3 +135,31 @@ def wait_until(predicate, timeout: float = 60.0, interval: float = 0.3):
             return value
         time.sleep(interval)
     return predicate()
+
+
+CHROMIUM = "/usr/bin/chromium"  # Debian's package (.ci/run installs it)
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@pytest.fixture
+def browser(monkeypatch):
+    """Headless Chromium through Playwright, for the tests marked `browser`; skipped when it is not installed."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"browser test: {CHROMIUM} is absent (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an asyncio loop on this thread; Django refuses ORM calls from a thread with a
+    # running loop unless told it is safe. It is: the test thread only sets up data and checks results.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()

@@ -8,7 +8,6 @@ off the rendered page, are the ones the API summary gives the same logged-in ses
 from __future__ import annotations
 
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 
@@ -31,34 +30,9 @@ from tests.workflows.conftest import (  # noqa: F401  (fixtures)
     scheduler,
 )
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 PASSWORD = "s3cret-pass"
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def browser(monkeypatch):
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"browser test: {CHROMIUM} is absent (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API keeps an asyncio loop on this thread; Django refuses ORM calls from a thread with a
-    # running loop unless told it is safe. It is: the test thread only sets up data and checks results.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield chromium
-        chromium.close()
 
 
 def _log_in(page, base_url: str, path: str, username: str) -> None:

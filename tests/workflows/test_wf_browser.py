@@ -4,7 +4,6 @@ and watch the page update itself (htmx polling) as the workflow moves on."""
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
 
 import pytest
 from django.utils import timezone
@@ -12,33 +11,7 @@ from django.utils import timezone
 from cmdb import models as m
 from tests.factories.cmdb import UserFactory
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def browser(monkeypatch):
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"browser test: {CHROMIUM} is absent (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API keeps an asyncio loop on this thread; Django refuses ORM calls from a thread with a
-    # running loop unless told it is safe. It is: the test thread only sets up data and checks results.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield chromium
-        chromium.close()
 
 
 def test_repair_ticket_in_the_browser(browser, live_server, eager, scheduler, notifier, fleet, groups, settings):
