@@ -73,7 +73,11 @@ class FleetPagination(LimitOffsetPagination):
             raise exceptions.ValidationError({MODE_PARAM: ["Use 'cursor' or 'offset'."]})
         self.cursor_mode = True
         self.limit = self.get_limit(request) or self.default_limit
-        token = request.query_params.get(CURSOR_PARAM)
+        return self.cursor_page(queryset, request.query_params.get(CURSOR_PARAM))
+
+    def cursor_page(self, queryset: QuerySet, token: str | None) -> list:
+        """One page of the cursor walk after `token` (the first page when None); sets `next_cursor`. A
+        pagination with another walk order overrides this and keeps the mode handling above."""
         queryset = queryset.order_by("pk")
         if token:
             queryset = queryset.filter(pk__gt=decode_cursor(token))
@@ -89,10 +93,14 @@ class FleetPagination(LimitOffsetPagination):
             return super().get_next_link()
         if self.next_cursor is None:
             return None
+        return self.cursor_link(self.next_cursor)
+
+    def cursor_link(self, token: str) -> str:
+        """This request's URL walking on from `token` (offset and mode dropped, the limit kept)."""
         url = self.request.build_absolute_uri()
         url = remove_query_param(remove_query_param(url, self.offset_query_param), MODE_PARAM)
         url = replace_query_param(url, self.limit_query_param, self.limit)
-        return replace_query_param(url, CURSOR_PARAM, self.next_cursor)
+        return replace_query_param(url, CURSOR_PARAM, token)
 
     def get_paginated_response(self, data: list) -> Response:
         if not self.cursor_mode:
