@@ -1,44 +1,59 @@
-"""Kubernetes through `kubectl`, run locally or over SSH on a host with a kubeconfig.
+"""Kubernetes through its API, with the official `kubernetes` Python client.
 
-    drain   kubectl cordon <n>; kubectl annotate node <n> gpuops.io/drain-reason=<reason> --overwrite;
-            kubectl drain <n> --ignore-daemonsets --delete-emptydir-data --timeout=<s>s
-    resume  kubectl uncordon <n>; kubectl annotate node <n> gpuops.io/drain-reason-
-    state   kubectl get node <n> -o json; kubectl get pods -A --field-selector spec.nodeName=<n> -o json
-    remove  kubectl delete node <n> --ignore-not-found
+    drain   PATCH the node: spec.unschedulable=true and the annotation gpuops.io/drain-reason=<reason>;
+            then POST an Eviction for every pod on the node that a drain waits for (not DaemonSet-owned, not a
+            static mirror pod, not finished). A 429 is a PodDisruptionBudget saying "not now": the eviction is
+            retried with backoff until `drain_timeout_s`, and what is still refused stays on the node.
+    resume  PATCH the node: spec.unschedulable removed, the annotation removed.
+    state   GET the node; LIST the pods with fieldSelector spec.nodeName=<n>.
+    remove  DELETE the node (gone already is done).
 
-Kubernetes has no drain reason, so it goes into an annotation. A drain that times out (a PodDisruptionBudget
-holds a pod) is not an error here: the node is cordoned and `node_state` keeps reporting the pods left,
-which the workflow waits on and shows to the operator.
+Kubernetes has no drain reason, so it goes into an annotation. A drain that ends with pods still held by a
+disruption budget is not an error: the node is cordoned and `node_state` keeps reporting the pods left (and which
+ones), which the workflow waits on and shows on the ticket.
+
+Credentials are referenced, never stored: a kubeconfig path (and context) or the in-cluster service account.
+Responses are read as the API's JSON (`_preload_content=False`): the same shape as `kubectl get -o json`, which
+the parsers here are tested on, and no model objects built for fields gpuops never reads.
 """
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from integrations.exceptions import PermanentError, TransientError
 
 from .base import SchedulerNode, SchedulerNodeState
-from .runners import CommandResult, CommandRunner, runner_build
 
 REASON_ANNOTATION = "gpuops.io/drain-reason"
-_TRANSIENT = (
-    "unable to connect to the server",
-    "i/o timeout",
-    "connection refused",
-    "tls handshake timeout",
-    "serviceunavailable",
-    "the server is currently unable",
-    "etcdserver: request timed out",
-    "too many requests",
-    "connection reset by peer",
-)
+# Extended resources that are accelerators, by vendor device plugin.
+ACCELERATOR_RESOURCES = ("nvidia.com/gpu", "huawei.com/Ascend910", "huawei.com/Ascend310P", "hygon.com/dcu")
+# API statuses worth a retry: throttling, timeouts, the API server or etcd unavailable.
+_TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
 
-def pods_blocking_drain(pods_json: dict[str, Any]) -> int:
+@dataclass(frozen=True)
+class KubernetesNodeFacts:
+    """What the API says of a node beyond schedulability: conditions, taints, accelerator capacity."""
+
+    name: str
+    conditions: dict[str, str]  # type -> "True" / "False" / "Unknown"
+    taints: list[dict[str, str]]
+    capacity: dict[str, int]  # accelerator resource -> count
+    allocatable: dict[str, int]
+    unschedulable: bool
+    reason: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def pods_blocking_drain(pods_json: dict[str, Any]) -> list[dict[str, Any]]:
     """Pods still running on a node that a drain waits for: not DaemonSet-owned, not static mirror pods,
     not finished."""
-    count = 0
+    blocking = []
     for pod in pods_json.get("items", []):
         meta = pod.get("metadata", {})
         if any(ref.get("kind") == "DaemonSet" for ref in meta.get("ownerReferences", []) or []):
@@ -47,89 +62,212 @@ def pods_blocking_drain(pods_json: dict[str, Any]) -> int:
             continue
         if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
             continue
-        count += 1
-    return count
+        blocking.append(pod)
+    return blocking
 
 
-class KubectlScheduler:
-    """The Scheduler protocol on kubectl."""
+def _quantity(value: Any) -> int:
+    """An extended resource's quantity ("8", 8); anything else (fractions, garbage) counts as 0."""
+    try:
+        return int(str(value))
+    except ValueError:
+        return 0
+
+
+def node_facts_parse(node_json: dict[str, Any]) -> KubernetesNodeFacts:
+    """The facts gpuops keeps of one node object (`kubectl get node -o json` or an item of its list)."""
+    meta, spec, status = node_json.get("metadata", {}), node_json.get("spec", {}), node_json.get("status", {})
+    resources = {
+        kind: {r: _quantity(v) for r, v in (status.get(kind) or {}).items() if r in ACCELERATOR_RESOURCES}
+        for kind in ("capacity", "allocatable")
+    }
+    return KubernetesNodeFacts(
+        name=meta.get("name", ""),
+        conditions={c.get("type", ""): c.get("status", "Unknown") for c in status.get("conditions") or []},
+        taints=[
+            {k: str(t.get(k, "")) for k in ("key", "value", "effect") if t.get(k) is not None}
+            for t in spec.get("taints") or []
+        ],
+        capacity=resources["capacity"],
+        allocatable=resources["allocatable"],
+        unschedulable=bool(spec.get("unschedulable")),
+        reason=(meta.get("annotations") or {}).get(REASON_ANNOTATION, ""),
+        labels=dict(meta.get("labels") or {}),
+    )
+
+
+def _pod_name(pod: dict[str, Any]) -> str:
+    meta = pod.get("metadata", {})
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def _api_message(exc: Any) -> str:
+    """The API server's Status message, else the HTTP reason."""
+    try:
+        return str(json.loads(exc.body).get("message") or exc.reason)
+    except (TypeError, ValueError, AttributeError):
+        return str(exc.reason or "")
+
+
+class KubernetesScheduler:
+    """The Scheduler protocol on the Kubernetes API (official client)."""
 
     def __init__(
         self,
-        runner: CommandRunner | None = None,
         *,
-        kubectl: str = "kubectl",
+        kubeconfig: str = "",
         context: str = "",
-        drain_timeout_s: int = 120,
-        timeout_s: float = 60.0,
-        **runner_options: object,
+        in_cluster: bool = False,
+        drain_timeout_s: float = 120.0,
+        eviction_retry_s: float = 5.0,
+        request_timeout_s: float = 30.0,
+        api_client: Any = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self.runner = runner or runner_build(**runner_options)  # type: ignore[arg-type]
-        self.kubectl, self.context = kubectl, context
-        self.drain_timeout_s, self.timeout_s = drain_timeout_s, timeout_s
+        self.kubeconfig, self.context, self.in_cluster = kubeconfig, context, in_cluster
+        self.drain_timeout_s, self.eviction_retry_s = drain_timeout_s, eviction_retry_s
+        self.request_timeout_s = request_timeout_s
+        self._api_client, self._core = api_client, None
+        self._sleep = sleep
+        self.peer = "kubernetes"
 
-    def _argv(self, *args: str) -> list[str]:
-        return [self.kubectl, *(["--context", self.context] if self.context else []), *args]
+    # --- the client ------------------------------------------------------------------------------------------
 
-    def _run(self, *args: str, timeout_s: float | None = None, allow_fail: bool = False) -> CommandResult:
-        result = self.runner.run(self._argv(*args), timeout_s=timeout_s or self.timeout_s)
-        if not result.ok and not allow_fail:
-            text = result.output.lower()
-            error_class = TransientError if any(t in text for t in _TRANSIENT) else PermanentError
-            raise error_class(f"kubectl {' '.join(args[:2])}: {result.output[:300]}", peer=self.runner.peer)
-        return result
+    def _api(self) -> Any:
+        """CoreV1Api, built on first use so that a bad kubeconfig fails the call that needs it, not start-up."""
+        if self._core is None:
+            from kubernetes import client, config
+
+            api_client = self._api_client
+            if api_client is None:
+                try:
+                    if self.in_cluster:
+                        config.load_incluster_config()
+                        api_client = client.ApiClient()
+                    else:
+                        api_client = config.new_client_from_config(
+                            config_file=self.kubeconfig or None, context=self.context or None
+                        )
+                except (config.ConfigException, OSError) as exc:
+                    raise PermanentError(f"Kubernetes credentials: {exc}", peer=self.peer) from exc
+            self.peer = getattr(getattr(api_client, "configuration", None), "host", "") or "kubernetes"
+            self._core = client.CoreV1Api(api_client)
+        return self._core
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, ok_statuses: tuple[int, ...] = (), **kw: Any) -> Any:
+        """Run one API call; return its decoded JSON (None for an allowed error status). Errors become
+        TransientError / PermanentError carrying the API server's message."""
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError as Urllib3Error
+
+        try:
+            response = fn(*args, _preload_content=False, _request_timeout=self.request_timeout_s, **kw)
+        except ApiException as exc:
+            if exc.status in ok_statuses:
+                return None
+            error = TransientError if (exc.status or 0) in _TRANSIENT_STATUSES else PermanentError
+            raise error(f"Kubernetes {what}: {exc.status} {_api_message(exc)}", peer=self.peer) from exc
+        except (Urllib3Error, OSError) as exc:
+            raise TransientError(f"Kubernetes {what}: {exc}", peer=self.peer) from exc
+        raw = response.data
+        try:
+            return json.loads(raw) if raw else {}
+        except ValueError as exc:
+            raise PermanentError(f"Kubernetes {what}: the answer is not JSON ({exc})", peer=self.peer) from exc
+
+    def _node(self, name: str) -> dict[str, Any]:
+        return self._call(f"read node {name}", self._api().read_node, name)
+
+    def _patch_node(self, name: str, body: dict[str, Any], *, what: str) -> None:
+        # A JSON merge patch, said so: the client's default content type for a patch is a JSON Patch (a list of
+        # operations), which the API server refuses for an object body.
+        self._call(f"{what} {name}", self._api().patch_node, name, body, _content_type="application/merge-patch+json")
+
+    def _pods(self, name: str) -> dict[str, Any]:
+        return self._call(
+            f"list pods on {name}", self._api().list_pod_for_all_namespaces, field_selector=f"spec.nodeName={name}"
+        )
+
+    def _evict(self, pod: dict[str, Any]) -> bool:
+        """Ask the API to evict one pod. True when it is gone or going; False while a disruption budget refuses
+        it (429)."""
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError as Urllib3Error
+
+        meta = pod.get("metadata", {})
+        name, namespace = meta.get("name", ""), meta.get("namespace", "default")
+        body = client.V1Eviction(
+            api_version="policy/v1", kind="Eviction", metadata=client.V1ObjectMeta(name=name, namespace=namespace)
+        )
+        try:
+            self._api().create_namespaced_pod_eviction(
+                name, namespace, body, _preload_content=False, _request_timeout=self.request_timeout_s
+            )
+        except ApiException as exc:
+            if exc.status == 404:  # gone already
+                return True
+            if exc.status == 429:  # a PodDisruptionBudget: not now
+                return False
+            error = TransientError if (exc.status or 0) in _TRANSIENT_STATUSES else PermanentError
+            raise error(
+                f"Kubernetes evict pod {namespace}/{name}: {exc.status} {_api_message(exc)}", peer=self.peer
+            ) from exc
+        except (Urllib3Error, OSError) as exc:
+            raise TransientError(f"Kubernetes evict pod {namespace}/{name}: {exc}", peer=self.peer) from exc
+        return True
+
+    # --- the protocol ----------------------------------------------------------------------------------------
 
     def drain(self, node: SchedulerNode, *, reason: str) -> None:
-        self._run("cordon", node.name)
-        self._run("annotate", "node", node.name, f"{REASON_ANNOTATION}={' '.join(reason.split())[:250]}", "--overwrite")
-        result = self._run(
-            "drain",
-            node.name,
-            "--ignore-daemonsets",
-            "--delete-emptydir-data",
-            f"--timeout={self.drain_timeout_s}s",
-            timeout_s=self.drain_timeout_s + 30,
-            allow_fail=True,
-        )
-        if not result.ok:
-            text = result.output.lower()
-            if any(t in text for t in _TRANSIENT):
-                raise TransientError(f"kubectl drain: {result.output[:300]}", peer=self.runner.peer)
-            if "timed out" not in text and "cannot evict pod" not in text:
-                raise PermanentError(f"kubectl drain: {result.output[:300]}", peer=self.runner.peer)
+        """Cordon with the reason, then evict what a drain waits for, honouring disruption budgets."""
+        body = {
+            "spec": {"unschedulable": True},
+            "metadata": {"annotations": {REASON_ANNOTATION: " ".join(reason.split())[:250]}},
+        }
+        self._patch_node(node.name, body, what="cordon")
+        deadline = time.monotonic() + self.drain_timeout_s
+        pending = pods_blocking_drain(self._pods(node.name))
+        while pending:
+            refused = [pod for pod in pending if not self._evict(pod)]
+            if not refused or time.monotonic() + self.eviction_retry_s > deadline:
+                return
+            self._sleep(self.eviction_retry_s)
+            pending = refused
 
     def resume(self, node: SchedulerNode) -> None:
-        self._run("uncordon", node.name)
-        self._run("annotate", "node", node.name, f"{REASON_ANNOTATION}-")
+        # A JSON merge patch: null removes a field (an absent one is fine), which is how `kubectl uncordon` does it.
+        body = {"spec": {"unschedulable": None}, "metadata": {"annotations": {REASON_ANNOTATION: None}}}
+        self._patch_node(node.name, body, what="uncordon")
 
     def node_state(self, node: SchedulerNode) -> SchedulerNodeState:
-        try:
-            info = json.loads(self._run("get", "node", node.name, "-o", "json").stdout)
-            pods = json.loads(
-                self._run(
-                    "get", "pods", "--all-namespaces", "--field-selector", f"spec.nodeName={node.name}", "-o", "json"
-                ).stdout
-            )
-        except json.JSONDecodeError as exc:
-            raise PermanentError(f"kubectl returned non-JSON: {exc}", peer=self.runner.peer) from exc
-        unschedulable = bool(info.get("spec", {}).get("unschedulable"))
-        ready = next(
-            (c.get("status") for c in info.get("status", {}).get("conditions", []) if c.get("type") == "Ready"),
-            "Unknown",
-        )
-        running = pods_blocking_drain(pods)
-        words = ["Ready" if ready == "True" else "NotReady"] + (["SchedulingDisabled"] if unschedulable else [])
+        facts = node_facts_parse(self._node(node.name))
+        blocking = pods_blocking_drain(self._pods(node.name))
+        ready = facts.conditions.get("Ready", "Unknown") == "True"
+        words = ["Ready" if ready else "NotReady"] + (["SchedulingDisabled"] if facts.unschedulable else [])
+        names = ", ".join(_pod_name(p) for p in blocking[:10]) + (" ..." if len(blocking) > 10 else "")
         return SchedulerNodeState(
             name=node.name,
             state=",".join(words),
-            is_schedulable=not unschedulable,
-            is_drained=unschedulable and running == 0,
-            running=running,
-            reason=(info.get("metadata", {}).get("annotations") or {}).get(REASON_ANNOTATION, ""),
+            is_schedulable=not facts.unschedulable,
+            is_drained=facts.unschedulable and not blocking,
+            running=len(blocking),
+            reason=f"{facts.reason} (pods left: {names})".strip() if blocking else facts.reason,
         )
 
+    def node_facts(self, node: SchedulerNode) -> KubernetesNodeFacts:
+        """Conditions, taints and accelerator capacity / allocatable of the node."""
+        return node_facts_parse(self._node(node.name))
+
     def remove(self, node: SchedulerNode, *, reason: str) -> None:
-        self._run("delete", "node", node.name, "--ignore-not-found")
+        self._call(f"delete node {node.name}", self._api().delete_node, node.name, ok_statuses=(404,))
 
 
-__all__ = ["KubectlScheduler", "pods_blocking_drain"]
+__all__ = [
+    "ACCELERATOR_RESOURCES",
+    "REASON_ANNOTATION",
+    "KubernetesNodeFacts",
+    "KubernetesScheduler",
+    "node_facts_parse",
+    "pods_blocking_drain",
+]

@@ -1,4 +1,4 @@
-"""Command runners: how scheduler adapters run `scontrol` / `kubectl`, locally or over SSH.
+"""Command runners: how the Slurm adapter runs `scontrol`, `sinfo`, `squeue` and `sacct`, locally or over SSH.
 
 A runner takes an argument vector (never a shell string) and returns the exit code and output. Adapters
 decide what an exit code means; runners map *their own* failures: a timeout or an SSH connection failure

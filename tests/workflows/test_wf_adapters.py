@@ -18,7 +18,7 @@ from integrations.notifiers.webhook import WebhookNotifier
 from integrations.schedulers import SchedulerNode
 from integrations.schedulers.base import Scheduler
 from integrations.schedulers.fake import FakeScheduler
-from integrations.schedulers.kubernetes import KubectlScheduler, pods_blocking_drain
+from integrations.schedulers.kubernetes import KubernetesScheduler
 from integrations.schedulers.noop import NoopScheduler
 from integrations.schedulers.runners import CommandResult, LocalRunner, SshRunner
 from integrations.schedulers.slurm import SlurmScheduler, slurm_state_parse
@@ -62,7 +62,12 @@ def result(returncode: int = 0, stdout: str = "", stderr: str = "") -> CommandRe
 
 @pytest.mark.parametrize(
     "adapter",
-    [FakeScheduler(), NoopScheduler(), SlurmScheduler(RecordingRunner()), KubectlScheduler(RecordingRunner())],
+    [
+        FakeScheduler(),
+        NoopScheduler(),
+        SlurmScheduler(RecordingRunner()),
+        KubernetesScheduler(kubeconfig="/nonexistent"),
+    ],
 )
 def test_every_scheduler_satisfies_the_protocol(adapter):
     assert isinstance(adapter, Scheduler)
@@ -117,65 +122,6 @@ def test_slurm_resume_of_an_idle_node_is_done_already():
         }
     )
     SlurmScheduler(runner).resume(NODE)  # no error: it is schedulable
-
-
-def _pods(*specs: tuple[str, str | None]) -> str:
-    items = []
-    for phase, owner in specs:
-        meta = {"ownerReferences": [{"kind": owner}]} if owner else {}
-        items.append({"metadata": meta, "status": {"phase": phase}})
-    return json.dumps({"items": items})
-
-
-def test_kubectl_commands_and_drained_state():
-    node_json = json.dumps(
-        {
-            "spec": {"unschedulable": True},
-            "metadata": {"annotations": {"gpuops.io/drain-reason": "REP-12: x"}},
-            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
-        }
-    )
-    runner = RecordingRunner(
-        {
-            "kubectl --context prod get node": result(stdout=node_json),
-            "kubectl --context prod get pods": result(stdout=_pods(("Running", "DaemonSet"), ("Succeeded", None))),
-        }
-    )
-    k8s = KubectlScheduler(runner, context="prod", drain_timeout_s=60)
-    k8s.drain(NODE, reason="REP-12: x")
-    state = k8s.node_state(NODE)
-    assert state.is_drained and state.running == 0 and state.state == "Ready,SchedulingDisabled"
-    assert state.reason == "REP-12: x"
-    k8s.resume(NODE)
-    k8s.remove(NODE, reason="y")
-    verbs = [c[3] for c in runner.calls]
-    assert verbs == ["cordon", "annotate", "drain", "get", "get", "uncordon", "annotate", "delete"]
-    assert "--ignore-daemonsets" in runner.calls[2] and "--timeout=60s" in runner.calls[2]
-
-
-def test_kubectl_drain_timeout_is_not_an_error_but_unreachable_api_is_transient():
-    blocked = RecordingRunner({"kubectl drain": result(1, stderr="error: timed out waiting for the condition")})
-    KubectlScheduler(blocked).drain(NODE, reason="x")
-    down = RecordingRunner(
-        {"kubectl cordon": result(1, stderr=("Unable to connect to the server: dial tcp 10.0.0.1:6443: i/o timeout"))}
-    )
-    with pytest.raises(TransientError):
-        KubectlScheduler(down).drain(NODE, reason="x")
-    missing = RecordingRunner(
-        {"kubectl uncordon": result(1, stderr='Error from server (NotFound): nodes "x" not found')}
-    )
-    with pytest.raises(PermanentError):
-        KubectlScheduler(missing).resume(NODE)
-
-
-def test_pods_blocking_drain_ignores_daemonsets_mirrors_and_finished():
-    pods = json.loads(
-        _pods(("Running", "DaemonSet"), ("Running", "ReplicaSet"), ("Succeeded", None), ("Pending", None))
-    )
-    pods["items"].append(
-        {"metadata": {"annotations": {"kubernetes.io/config.mirror": "x"}}, "status": {"phase": "Running"}}
-    )
-    assert pods_blocking_drain(pods) == 2
 
 
 def test_local_runner_runs_real_processes():
