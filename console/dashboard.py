@@ -24,6 +24,7 @@ from cmdb import selectors as cmdb_selectors
 from cmdb.models import Health, NodeStatus, Site
 from cmdb.permissions import SCOPE_MODELS, _scope_ids, restrict
 from integrations.monitoring.selectors import unmatched_alerts_firing
+from integrations.schedulers.selectors import scheduler_drift_open_by_site
 from integrations.warehouse.services.stock import StockLine, stock_lines
 from inventory_agents import selectors as agent_selectors
 from inventory_agents.conf import setting as agent_setting
@@ -64,6 +65,9 @@ def list_url(path: str, **params: Any) -> str:
 
 def _site_param(site: str) -> str:
     return "null" if site == "none" else site
+
+
+SCHEDULER_DRIFT_URL = "/api/integrations/schedulers/drift/"
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,7 @@ class DriftRow:
     cabling_faults: Cell
     conflicts: Cell
     refused_reports: Cell
+    scheduler_drift: Cell
 
 
 @dataclass
@@ -356,7 +361,8 @@ def _drift(user: AbstractBaseUser, accelerators: dict[str, Any], now: dt.datetim
     cabling = cmdb_selectors.cabling_faults_by_site(user=user)
     conflicts = cmdb_selectors.conflicts_by_site(user=user)
     refused = agent_selectors.refused_reports_by_site(user=user, since=now - REPORTS_WINDOW)
-    sites = sorted({s for s, n in missing.items() if n} | set(cabling) | set(conflicts) | set(refused))
+    scheduler = scheduler_drift_open_by_site(user)
+    sites = sorted({s for s, n in missing.items() if n} | set(cabling) | set(conflicts) | set(refused) | set(scheduler))
     rows = [
         DriftRow(
             site=site,
@@ -371,6 +377,9 @@ def _drift(user: AbstractBaseUser, accelerators: dict[str, Any], now: dt.datetim
             refused_reports=Cell(
                 refused.get(site, 0), list_url("/admin/inventory_agents/report/", node__site__code=site)
             ),
+            scheduler_drift=Cell(
+                scheduler.get(site, 0), list_url(SCHEDULER_DRIFT_URL, site=_site_param(site), open="true")
+            ),
         )
         for site in sites
     ]
@@ -382,6 +391,7 @@ def _drift(user: AbstractBaseUser, accelerators: dict[str, Any], now: dt.datetim
             sum(conflicts.values()), list_url("/api/cmdb/health-events/", kind="conflict", is_open="true")
         ),
         "refused_reports": Cell(sum(refused.values()), "/admin/inventory_agents/report/"),
+        "scheduler_drift": Cell(sum(scheduler.values()), list_url(SCHEDULER_DRIFT_URL, open="true")),
         "reports_window_hours": int(REPORTS_WINDOW.total_seconds() // 3600),
     }
 

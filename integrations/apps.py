@@ -7,6 +7,8 @@ logger = logging.getLogger(__name__)
 # Periodic tasks of the integrations app itself; added to Celery beat unless CELERY_BEAT_SCHEDULE names them.
 BEAT_SCHEDULE = {
     "integrations.webhooks_sweep": {"task": "integrations.webhooks_sweep", "schedule": 30.0},
+    # Scheduler state synced back as drift (a no-op where no cluster kind has a real adapter).
+    "integrations.scheduler_sync_all": {"task": "integrations.scheduler_sync_all", "schedule": 300.0},
 }
 
 
@@ -17,8 +19,14 @@ class IntegrationsConfig(AppConfig):
 
     def ready(self) -> None:
         from cmdb.hooks import register_changes_committed
+        from cmdb.permissions import register_scope
+
+        from .models import SchedulerDrift
 
         register_changes_committed(changes_committed)
+        register_scope(
+            SchedulerDrift, {"site": "node__site_id", "cluster": "node__cluster_id", "tenant": "node__tenant_id"}
+        )
         _beat_schedule_defaults()
 
 

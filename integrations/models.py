@@ -99,3 +99,42 @@ class WebhookFeedCursor(models.Model):
 
 
 __all__ = ["DeliveryState", "WebhookDelivery", "WebhookFeedCursor", "WebhookSubscription", "new_secret"]
+
+
+class DriftKind(models.TextChoices):
+    SCHEDULER_UNSCHEDULABLE = "scheduler_unschedulable", "Drained or down in the scheduler, schedulable in gpuops"
+    SCHEDULER_SCHEDULABLE = "scheduler_schedulable", "Schedulable in the scheduler, cordoned in gpuops"
+    MISSING = "missing", "Not known to the scheduler"
+
+
+class SchedulerDrift(models.Model):
+    """A node on which its cluster's scheduler and the CMDB disagree, as the scheduler sync last saw it. The sync
+    overwrites neither side: it records the disagreement (with the scheduler's own state and reason) until the
+    two agree again, when the row is resolved. At most one open row per node."""
+
+    node = models.ForeignKey("cmdb.Node", on_delete=models.CASCADE, related_name="scheduler_drifts")
+    cluster = models.ForeignKey("cmdb.Cluster", on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=32, choices=DriftKind.choices)
+    scheduler_state = models.CharField(max_length=200, blank=True)
+    scheduler_reason = models.CharField(max_length=500, blank=True)
+    cmdb_cordoned = models.BooleanField(help_text="Whether gpuops had the node cordoned when the drift was seen.")
+    cmdb_cordon_reason = models.CharField(max_length=300, blank=True)
+    first_seen_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField()
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-first_seen_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["node"], condition=Q(resolved_at__isnull=True), name="schedulerdrift_one_open_per_node"
+            ),
+        ]
+        indexes = [models.Index(fields=["resolved_at", "-first_seen_at"], name="schedulerdrift_open")]
+
+    def __str__(self) -> str:
+        return f"{self.node_id}: {self.kind}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.resolved_at is None

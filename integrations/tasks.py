@@ -5,6 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from gpuops.tasks import BaseTask
+from integrations.exceptions import TransientError
 
 
 @shared_task(bind=True, base=BaseTask, name="integrations.webhook_deliver", autoretry_for=(), max_retries=None)
@@ -36,3 +37,31 @@ def webhooks_sweep_task() -> int:
     from .webhooks.services import webhooks_sweep
 
     return webhooks_sweep()
+
+
+@shared_task(base=BaseTask, name="integrations.scheduler_sync_all")
+def scheduler_sync_all_task() -> int:
+    """Beat: one sync task per cluster whose scheduler has a real adapter (integrations/schedulers/sync.py)."""
+    from .schedulers.sync import synced_clusters
+
+    cluster_ids = synced_clusters()
+    for cluster_id in cluster_ids:
+        scheduler_sync_cluster_task.delay(cluster_id)
+    return len(cluster_ids)
+
+
+@shared_task(
+    bind=True,
+    base=BaseTask,
+    name="integrations.scheduler_sync_cluster",
+    autoretry_for=(TransientError,),
+    retry_backoff=True,
+    max_retries=3,
+)
+def scheduler_sync_cluster_task(self: BaseTask, cluster_id: int) -> dict[str, int]:
+    """Read one cluster's scheduler and record where it disagrees with the CMDB. Idempotent: a second run with
+    the same answers opens nothing new. A scheduler that stays unreachable is read again at the next beat."""
+    from .schedulers.sync import scheduler_drift_sync
+
+    result = scheduler_drift_sync(cluster_id)
+    return {"nodes": result.nodes, "opened": len(result.opened), "resolved": len(result.resolved)}

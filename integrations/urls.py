@@ -7,4 +7,5 @@ urlpatterns = [
     path("procurement/", include("integrations.procurement.urls")),
     path("warehouse/", include("integrations.warehouse.urls")),
     path("alerts/", include("integrations.monitoring.urls")),
+    path("schedulers/", include("integrations.schedulers.urls")),
 ]

@@ -35,6 +35,7 @@ from cmdb.models import (
 )
 from cmdb.permissions import can, has_global, restrict
 from cmdb.services.nodes import node_cordon, node_uncordon
+from integrations.schedulers.selectors import scheduler_drift_open_for_node
 from integrations.switches.models import ObservedLink
 from inventory_agents.models import Report
 from workflows.models import Ticket, TicketLink
@@ -215,6 +216,7 @@ def node_detail_view(request: HttpRequest, hostname: str) -> HttpResponse:
 
 def _node_render(request: HttpRequest, node: Node, *, status: int = 200, **extra: Any) -> HttpResponse:
     context = node_context(request, node)
+    context["scheduler_drift"] = scheduler_drift_open_for_node(node)
     context["repair_links"] = (
         {c.pk: _repair_url(c, node) for c in context["cards"] if c.serial} if context["may_open_tickets"] else {}
     )

@@ -109,6 +109,21 @@ def _api_message(exc: Any) -> str:
         return str(exc.reason or "")
 
 
+def _state(facts: KubernetesNodeFacts, blocking: list[dict[str, Any]]) -> SchedulerNodeState:
+    ready = facts.conditions.get("Ready", "Unknown") == "True"
+    words = ["Ready" if ready else "NotReady"] + (["SchedulingDisabled"] if facts.unschedulable else [])
+    names = ", ".join(_pod_name(p) for p in blocking[:10]) + (" ..." if len(blocking) > 10 else "")
+    return SchedulerNodeState(
+        name=facts.name,
+        state=",".join(words),
+        # A NotReady node takes no work whatever its cordon says.
+        is_schedulable=not facts.unschedulable and ready,
+        is_drained=facts.unschedulable and not blocking,
+        running=len(blocking),
+        reason=f"{facts.reason} (pods left: {names})".strip() if blocking else facts.reason,
+    )
+
+
 class KubernetesScheduler:
     """The Scheduler protocol on the Kubernetes API (official client)."""
 
@@ -242,18 +257,27 @@ class KubernetesScheduler:
 
     def node_state(self, node: SchedulerNode) -> SchedulerNodeState:
         facts = node_facts_parse(self._node(node.name))
-        blocking = pods_blocking_drain(self._pods(node.name))
-        ready = facts.conditions.get("Ready", "Unknown") == "True"
-        words = ["Ready" if ready else "NotReady"] + (["SchedulingDisabled"] if facts.unschedulable else [])
-        names = ", ".join(_pod_name(p) for p in blocking[:10]) + (" ..." if len(blocking) > 10 else "")
-        return SchedulerNodeState(
-            name=node.name,
-            state=",".join(words),
-            is_schedulable=not facts.unschedulable,
-            is_drained=facts.unschedulable and not blocking,
-            running=len(blocking),
-            reason=f"{facts.reason} (pods left: {names})".strip() if blocking else facts.reason,
+        return _state(facts, pods_blocking_drain(self._pods(node.name)))
+
+    def nodes_state(self, nodes: list[SchedulerNode]) -> dict[str, SchedulerNodeState]:
+        """The state of many nodes in two calls (every node, every unfinished pod) instead of two per node: what
+        the scheduler sync reads. Nodes the API does not know are absent from the answer."""
+        wanted = {n.name for n in nodes}
+        listing = self._call("list nodes", self._api().list_node)
+        pods = self._call(
+            "list pods",
+            self._api().list_pod_for_all_namespaces,
+            field_selector="status.phase!=Succeeded,status.phase!=Failed",
         )
+        by_node: dict[str, list[dict[str, Any]]] = {}
+        for pod in pods_blocking_drain(pods):
+            by_node.setdefault(pod.get("spec", {}).get("nodeName", ""), []).append(pod)
+        states = {}
+        for item in listing.get("items", []):
+            facts = node_facts_parse(item)
+            if facts.name in wanted:
+                states[facts.name] = _state(facts, by_node.get(facts.name, []))
+        return states
 
     def node_facts(self, node: SchedulerNode) -> KubernetesNodeFacts:
         """Conditions, taints and accelerator capacity / allocatable of the node."""

@@ -32,6 +32,18 @@ def scheduler_for(cluster_kind: str) -> Scheduler:
     return _cache[key]
 
 
+NOOP_PATH = "integrations.schedulers.noop.NoopScheduler"
+
+
+def scheduler_configured(cluster_kind: str) -> bool:
+    """Whether clusters of this kind have a real adapter (not the no-op default), so their state can be read."""
+    if _override is not None:
+        return True
+    paths, _ = _config()
+    path = paths.get(cluster_kind) or paths.get("default") or NOOP_PATH
+    return path != NOOP_PATH
+
+
 @contextlib.contextmanager
 def override(scheduler: Scheduler) -> Iterator[Scheduler]:
     """Use `scheduler` for every cluster kind inside the block (tests)."""
@@ -47,4 +59,4 @@ def cache_clear() -> None:
     _cache.clear()
 
 
-__all__ = ["cache_clear", "override", "scheduler_for"]
+__all__ = ["NOOP_PATH", "cache_clear", "override", "scheduler_configured", "scheduler_for"]

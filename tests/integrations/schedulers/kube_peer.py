@@ -53,6 +53,20 @@ def pod(name: str, node: str, *, namespace: str = "default", owner: str = "Repli
     }
 
 
+def field_selector_match(selector: str, obj: dict[str, Any]) -> bool:
+    """A field selector as the API server applies it: comma-separated `path=value` / `path!=value` terms, all of
+    which must hold."""
+    for term in filter(None, selector.split(",")):
+        negate = "!=" in term
+        path, value = term.split("!=" if negate else "=", 1)
+        found: Any = obj
+        for part in path.split("."):
+            found = found.get(part, "") if isinstance(found, dict) else ""
+        if (str(found) == value) == negate:
+            return False
+    return True
+
+
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch (what a strategic merge patch does on the fields touched here)."""
     if not isinstance(patch, dict):
@@ -90,10 +104,11 @@ class KubeApi:
             return code, status_body(code, "ServiceUnavailable", "the server is currently unable to handle the request")
         if m := re.fullmatch(r"/api/v1/nodes/([^/]+)", path):
             return self._node(method, m.group(1), headers, body)
+        if path == "/api/v1/nodes" and method == "GET":
+            items = list(self.nodes.values())
+            return 200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": items}
         if path == "/api/v1/pods" and method == "GET":
-            selector = query.get("fieldSelector", "")
-            m = re.fullmatch(r"spec\.nodeName=(.*)", selector)
-            items = self.pods_on(m.group(1)) if m else list(self.pods)
+            items = [p for p in self.pods if field_selector_match(query.get("fieldSelector", ""), p)]
             return 200, {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": items}
         if (m := re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/eviction", path)) and method == "POST":
             return self._evict(m.group(1), m.group(2), body)

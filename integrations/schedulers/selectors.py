@@ -1,0 +1,38 @@
+"""Reads of scheduler drift, scoped like the inventory (by the node's site, cluster and tenant)."""
+
+from __future__ import annotations
+
+from django.db.models import Count, QuerySet
+
+from cmdb.models import Node
+from cmdb.permissions import restrict
+
+from ..models import SchedulerDrift
+
+
+def scheduler_drift_list(user) -> QuerySet[SchedulerDrift]:
+    return (
+        restrict(SchedulerDrift.objects.all(), user, "view")
+        .select_related("node__site", "cluster")
+        .order_by("-first_seen_at", "-id")
+    )
+
+
+def scheduler_drift_open_by_site(user) -> dict[str, int]:
+    """Open drifts per site code, for the dashboard (one query)."""
+    rows = (
+        scheduler_drift_list(user)
+        .filter(resolved_at__isnull=True)
+        .order_by()
+        .values("node__site__code")
+        .annotate(n=Count("id"))
+    )
+    return {r["node__site__code"] or "none": r["n"] for r in rows}
+
+
+def scheduler_drift_open_for_node(node: Node) -> SchedulerDrift | None:
+    """The node's open drift, if any (for its page, which has checked that the user may see the node)."""
+    return SchedulerDrift.objects.filter(node=node, resolved_at__isnull=True).select_related("cluster").first()
+
+
+__all__ = ["scheduler_drift_list", "scheduler_drift_open_by_site", "scheduler_drift_open_for_node"]
