@@ -65,3 +65,7 @@ accesslog = os.environ.get("GPUOPS_WEB_ACCESS_LOG", "-") or None
 errorlog = "-"
 loglevel = os.environ.get("GPUOPS_WEB_LOG_LEVEL", "info")
 proc_name = "gpuops-web"
+# gunicorn 25+ opens a control socket in $XDG_RUNTIME_DIR or ~/.gunicorn by default: one path per user, so two
+# servers of one user (script/server beside a test, two instances on a host) would fight over it. Signals and
+# systemd do the controlling here (older gunicorn ignores the setting).
+control_socket_disable = True

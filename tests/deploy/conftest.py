@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -14,6 +15,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
 
 REPO = Path(__file__).resolve().parents[2]
 GUNICORN = Path(sys.executable).with_name("gunicorn")
@@ -110,3 +113,44 @@ def gunicorn_workers(master: subprocess.Popen) -> list[int]:
     if not children.exists():
         pytest.skip("/proc/<pid>/task/<pid>/children is not available on this kernel")
     return [int(pid) for pid in children.read_text().split()]
+
+
+def nginx_config(tmp_path: Path, upstream_port: int, http_port: int, https_port: int) -> Path:
+    """deploy/nginx/gpuops.conf in a minimal nginx.conf, on loopback ports, with a fresh self-signed certificate."""
+    key, cert = str(tmp_path / "privkey.pem"), str(tmp_path / "fullchain.pem")
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=gpuops.example.com",
+            "-keyout",
+            key,
+            "-out",
+            cert,
+        ],
+        check=True,
+        capture_output=True,
+    )
+    (tmp_path / "static").mkdir(exist_ok=True)
+    site = (REPO / "deploy" / "nginx" / "gpuops.conf").read_text()
+    site = site.replace("/etc/ssl/gpuops/", f"{tmp_path}/").replace("/var/lib/gpuops/static/", f"{tmp_path}/static/")
+    site = site.replace("server 127.0.0.1:8000;", f"server 127.0.0.1:{upstream_port};")
+    site = re.sub(r"\n\s*listen \[::\]:\d+[^;]*;", "", site)  # this machine may have no IPv6
+    site = site.replace("listen 80;", f"listen 127.0.0.1:{http_port};")
+    site = site.replace("listen 443 ssl http2;", f"listen 127.0.0.1:{https_port} ssl http2;")
+    (tmp_path / "gpuops.conf").write_text(site)
+    mime = "include /etc/nginx/mime.types;" if Path("/etc/nginx/mime.types").exists() else ""
+    conf = tmp_path / "nginx.conf"
+    conf.write_text(
+        f"pid {tmp_path}/nginx.pid;\nerror_log {tmp_path}/error.log;\nuser root;\nevents {{}}\n"
+        f"http {{ {mime} access_log off; client_body_temp_path {tmp_path}/body; proxy_temp_path {tmp_path}/proxy;\n"
+        f"  include {tmp_path}/gpuops.conf;\n}}\n"
+    )
+    return conf

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from django.conf import settings
 
-from tests.deploy.conftest import GUNICORN, REPO, child_env, manage
+from tests.deploy.conftest import GUNICORN, NGINX, REPO, child_env, manage, nginx_config
 
 DEPLOY = REPO / "deploy"
 COMPOSE = DEPLOY / "docker-compose.yml"
@@ -169,50 +169,6 @@ def test_systemd_units_run_the_shipped_commands():
     for unit in ("gpuops-web", "gpuops-beat", "gpuops-worker@"):
         text = (DEPLOY / "systemd" / f"{unit}.service").read_text()
         assert "EnvironmentFile=/etc/gpuops/gpuops.env" in text and "User=gpuops" in text
-
-
-def nginx_config(tmp_path: Path, upstream_port: int, http_port: int, https_port: int) -> Path:
-    """deploy/nginx/gpuops.conf in a minimal nginx.conf, on loopback ports, with a fresh self-signed certificate."""
-    key, cert = str(tmp_path / "privkey.pem"), str(tmp_path / "fullchain.pem")
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=gpuops.example.com",
-            "-keyout",
-            key,
-            "-out",
-            cert,
-        ],
-        check=True,
-        capture_output=True,
-    )
-    (tmp_path / "static").mkdir(exist_ok=True)
-    site = (DEPLOY / "nginx" / "gpuops.conf").read_text()
-    site = site.replace("/etc/ssl/gpuops/", f"{tmp_path}/").replace("/var/lib/gpuops/static/", f"{tmp_path}/static/")
-    site = site.replace("server 127.0.0.1:8000;", f"server 127.0.0.1:{upstream_port};")
-    site = re.sub(r"\n\s*listen \[::\]:\d+[^;]*;", "", site)  # this machine may have no IPv6
-    site = site.replace("listen 80;", f"listen 127.0.0.1:{http_port};")
-    site = site.replace("listen 443 ssl http2;", f"listen 127.0.0.1:{https_port} ssl http2;")
-    (tmp_path / "gpuops.conf").write_text(site)
-    mime = "include /etc/nginx/mime.types;" if Path("/etc/nginx/mime.types").exists() else ""
-    conf = tmp_path / "nginx.conf"
-    conf.write_text(
-        f"pid {tmp_path}/nginx.pid;\nerror_log {tmp_path}/error.log;\nuser root;\nevents {{}}\n"
-        f"http {{ {mime} access_log off; client_body_temp_path {tmp_path}/body; proxy_temp_path {tmp_path}/proxy;\n"
-        f"  include {tmp_path}/gpuops.conf;\n}}\n"
-    )
-    return conf
-
-
-NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
 
 
 def test_nginx_example_is_accepted_by_nginx(tmp_path):

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from tests.conftest import wait_until
-from tests.deploy.conftest import child_env, gunicorn_running, gunicorn_workers, manage
+from tests.deploy.conftest import NGINX, child_env, free_port, gunicorn_running, gunicorn_workers, manage, nginx_config
 
 pytestmark = pytest.mark.slow
 
@@ -48,27 +48,31 @@ def test_embedded_default_serves_probes_console_and_static_files(tmp_path):
     assert master.returncode == 0  # SIGTERM: a graceful stop
 
 
-@pytest.mark.services
-def test_production_behind_a_tls_proxy(transactional_db, tmp_path):
-    """GPUOPS_ENV=production on PostgreSQL: https enforced, secure cookies, HSTS, probes still plain HTTP."""
+def production_env(tmp_path, host: str) -> dict[str, str]:
+    """GPUOPS_ENV=production on this test's PostgreSQL database (committed rows: transactional_db), with a user."""
     from django.db import connection
 
     from tests.factories.cmdb import UserFactory
 
-    s = connection.settings_dict
     user = UserFactory(username="prod-user", is_superuser=True, is_staff=True)
     user.set_password("prod-user-pw")
     user.save()
-    db_url = f"postgres://{s['USER'] or 'postgres'}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
-    env = child_env(
+    s = connection.settings_dict
+    return child_env(
         GPUOPS_ENV="production",
         SECRET_KEY="k" * 20 + "-production-test-key-" + "z" * 20,
-        ALLOWED_HOSTS="gpuops.test",
-        DATABASE_URL=db_url,
+        ALLOWED_HOSTS=host,
+        DATABASE_URL=f"postgres://{s['USER'] or 'postgres'}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}",
         CELERY_BROKER_URL=os.environ["CELERY_BROKER_URL"],
         GPUOPS_VAR_DIR=str(tmp_path / "var"),
         GPUOPS_WEB_WORKERS="2",
     )
+
+
+@pytest.mark.services
+def test_production_behind_a_tls_proxy(transactional_db, tmp_path):
+    """GPUOPS_ENV=production on PostgreSQL: https enforced, secure cookies, HSTS, probes still plain HTTP."""
+    env = production_env(tmp_path, "gpuops.test")
     with gunicorn_running(env, tmp_path / "gunicorn.log") as (_master, base):
         host = {"Host": "gpuops.test"}
         assert httpx.get(f"{base}/healthz", headers=host).status_code == 200  # no redirect for probes
@@ -108,3 +112,42 @@ def test_production_behind_a_tls_proxy(transactional_db, tmp_path):
 
 def set_cookie(response: httpx.Response, name: str) -> str:
     return next(c for c in response.headers.get_list("set-cookie") if c.startswith(f"{name}="))
+
+
+@pytest.mark.services
+def test_production_through_the_nginx_example(transactional_db, tmp_path):
+    """deploy/nginx/gpuops.conf in front of production gunicorn: TLS, the redirect, static files, a login."""
+    import shutil
+    import subprocess
+
+    if NGINX is None or shutil.which("openssl") is None:
+        pytest.skip("nginx or openssl is not installed (.ci/run installs nginx)")
+    env = production_env(tmp_path, "gpuops.example.com")
+    with gunicorn_running(env, tmp_path / "gunicorn.log") as (_master, base):
+        http_port, https_port = free_port(), free_port()
+        conf = nginx_config(tmp_path, int(base.rsplit(":", 1)[1]), http_port, https_port)
+        (tmp_path / "static" / "probe.txt").write_text("served by nginx")
+        subprocess.run([NGINX, "-p", str(tmp_path), "-c", str(conf), "-e", str(tmp_path / "error.log")], check=True)
+        try:
+            host = {"Host": "gpuops.example.com"}
+            plain = httpx.get(f"http://127.0.0.1:{http_port}/tickets/", headers=host)
+            assert plain.status_code == 301 and plain.headers["location"] == "https://gpuops.example.com/tickets/"
+            with httpx.Client(base_url=f"https://127.0.0.1:{https_port}", verify=False, headers=host) as client:
+                assert client.get("/static/probe.txt").text == "served by nginx"
+                page = client.get("/accounts/login/")
+                assert page.status_code == 200 and "strict-transport-security" in page.headers
+                token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)[1]
+                response = client.post(
+                    "/accounts/login/",
+                    data={"username": "prod-user", "password": "prod-user-pw", "csrfmiddlewaretoken": token},
+                    headers={"Referer": "https://gpuops.example.com/accounts/login/"},
+                )
+                # Django saw https through X-Forwarded-Proto: the redirect stays on https, the session is Secure.
+                assert response.status_code == 302, response.text[:500]
+                assert "Secure" in next(c for c in response.headers.get_list("set-cookie") if c.startswith("sessionid"))
+                dashboard = client.get("/")
+                assert dashboard.status_code == 200 and "<title>Dashboard · gpuops</title>" in dashboard.text
+        finally:
+            subprocess.run(
+                [NGINX, "-p", str(tmp_path), "-c", str(conf), "-e", str(tmp_path / "error.log"), "-s", "stop"]
+            )
