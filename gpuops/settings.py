@@ -326,7 +326,7 @@ if GPUOPS_PRODUCTION:
             "SECRET_KEY must be set, 50 characters or more, the same on every web and worker host "
             "(python3 -c 'import secrets; print(secrets.token_urlsafe(50))')"
         )
-    if "ALLOWED_HOSTS" not in os.environ:
+    if "ALLOWED_HOSTS" not in os.environ or not ALLOWED_HOSTS:
         _refusals.append("ALLOWED_HOSTS must name the host names users reach gpuops by (comma-separated)")
     if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         _refusals.append("DATABASE_URL must point at PostgreSQL (SQLite is the single-machine demo database)")

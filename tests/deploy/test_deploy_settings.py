@@ -47,6 +47,7 @@ def test_without_the_production_marker_check_deploy_warns(tmp_path):
         ({"SECRET_KEY": None}, "SECRET_KEY must be set, 50 characters or more"),
         ({"SECRET_KEY": "too-short"}, "SECRET_KEY must be set, 50 characters or more"),
         ({"ALLOWED_HOSTS": None}, "ALLOWED_HOSTS must name the host names"),
+        ({"ALLOWED_HOSTS": " , "}, "ALLOWED_HOSTS must name the host names"),
         ({"DATABASE_URL": None}, "DATABASE_URL must point at PostgreSQL"),
         ({"DATABASE_URL": "sqlite:////tmp/gpuops.sqlite3"}, "DATABASE_URL must point at PostgreSQL"),
         ({"CELERY_BROKER_URL": None}, "CELERY_BROKER_URL must point at Redis or RabbitMQ"),
