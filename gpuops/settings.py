@@ -1,8 +1,9 @@
 """Django settings, driven by the environment.
 
 Embedded default (no variables set): SQLite under var/, Celery on kombu's filesystem transport under var/,
-a SECRET_KEY generated once into var/. Production sets DATABASE_URL (PostgreSQL) and CELERY_BROKER_URL
-(Redis or RabbitMQ); nothing else changes.
+a SECRET_KEY generated once into var/. Production sets GPUOPS_ENV=production with DATABASE_URL (PostgreSQL),
+CELERY_BROKER_URL (Redis or RabbitMQ), SECRET_KEY and ALLOWED_HOSTS: the block "Production hardening" below then
+refuses to start without them and turns on the settings for running behind a TLS proxy (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ import secrets
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from gpuops.private_files import private_file_write
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("GPUOPS_VAR_DIR", BASE_DIR / "var"))
@@ -35,12 +39,14 @@ def _secret_key() -> str:
     # Embedded default: generate once and keep it, so sessions survive restarts.
     path = VAR_DIR / "secret_key"
     if not path.exists():
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
+        private_file_write(path, secrets.token_urlsafe(50))
     return path.read_text().strip()
 
 
-SECRET_KEY = _secret_key()
+# GPUOPS_ENV=production: the hardened block below applies (read first: a production process never generates a key).
+GPUOPS_ENV = os.environ.get("GPUOPS_ENV", "").strip().lower()
+GPUOPS_PRODUCTION = GPUOPS_ENV == "production"
+SECRET_KEY = os.environ.get("SECRET_KEY", "") if GPUOPS_PRODUCTION else _secret_key()
 DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "http://127.0.0.1:8000,http://localhost:8000")
@@ -146,8 +152,9 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "static"
-STATIC_ROOT.mkdir(exist_ok=True)
+# GPUOPS_STATIC_ROOT: a container image collects its static files at build time, outside the var volume.
+STATIC_ROOT = Path(os.environ.get("GPUOPS_STATIC_ROOT", VAR_DIR / "static"))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
@@ -306,6 +313,53 @@ GPUOPS_CONSOLE = {
     "DASHBOARD_CACHE_SECONDS": float(os.environ.get("GPUOPS_DASHBOARD_CACHE_SECONDS", "30")),
 }
 GPUOPS_READYZ_BROKER_TIMEOUT_SECONDS = 2.0
+
+# --- Production hardening (GPUOPS_ENV=production) ---------------------------------------------------------------
+# Behind a TLS proxy (deploy/nginx/gpuops.conf). `manage.py check --deploy` reports nothing with the environment of
+# deploy/gpuops.env.example (tests/deploy/test_deploy_settings.py runs it).
+if GPUOPS_PRODUCTION:
+    _refusals = []
+    if DEBUG:
+        _refusals.append("DEBUG must be false (it shows settings and source in error pages)")
+    if len(SECRET_KEY) < 50:
+        _refusals.append(
+            "SECRET_KEY must be set, 50 characters or more, the same on every web and worker host "
+            "(python3 -c 'import secrets; print(secrets.token_urlsafe(50))')"
+        )
+    if "ALLOWED_HOSTS" not in os.environ or not ALLOWED_HOSTS:
+        _refusals.append("ALLOWED_HOSTS must name the host names users reach gpuops by (comma-separated)")
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+        _refusals.append("DATABASE_URL must point at PostgreSQL (SQLite is the single-machine demo database)")
+    if CELERY_BROKER_URL.startswith("filesystem://"):
+        _refusals.append("CELERY_BROKER_URL must point at Redis or RabbitMQ (the filesystem broker is one machine's)")
+    if _refusals:
+        raise ImproperlyConfigured(
+            "GPUOPS_ENV=production refuses to start:\n  - " + "\n  - ".join(_refusals) + "\nSee docs/operations.md."
+        )
+    # The proxy terminates TLS and says so in X-Forwarded-Proto (it must overwrite what the client sent, and
+    # gunicorn must be reachable only through it): request.is_secure(), https redirects and absolute URLs follow.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    # Probes and scrapers talk to gunicorn directly over plain HTTP on the private network.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    # HSTS: browsers refuse plain HTTP to this host for a year. Start lower (GPUOPS_HSTS_SECONDS=3600) until TLS is
+    # known good; `preload` has effect only if the domain is submitted to the browsers' preload list.
+    SECURE_HSTS_SECONDS = int(os.environ.get("GPUOPS_HSTS_SECONDS", str(365 * 24 * 3600)))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("GPUOPS_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("GPUOPS_HSTS_PRELOAD", True)
+    # Unless given, the CSRF-trusted origins are https:// on every allowed host name (".example.com" allows its
+    # subdomains: https://*.example.com); a form posted from any other origin is refused.
+    if "CSRF_TRUSTED_ORIGINS" not in os.environ:
+        CSRF_TRUSTED_ORIGINS = [
+            f"https://*{host}" if host.startswith(".") else f"https://{host}" for host in ALLOWED_HOSTS if host != "*"
+        ]
+    # Reconnect after a database restart or failover instead of failing the first request on a dead connection.
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # `check --deploy` answers "is this deployment configured safely"; drf-spectacular would add the OpenAPI
+    # schema's naming warnings to it, which are the API tests' business (tests/cmdb/api/test_api_schema.py).
+    SPECTACULAR_SETTINGS["ENABLE_DJANGO_DEPLOY_CHECK"] = False
 
 # Extension point for the other apps' settings (adapters, schedules); each app keeps its own defaults.
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")

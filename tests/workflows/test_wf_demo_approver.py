@@ -21,13 +21,15 @@ def bootstrap(**kwargs) -> str:
     return out.getvalue()
 
 
-def test_the_demo_approver_is_made_once_and_printed_with_its_password(settings, tmp_path):
+def test_the_demo_approver_is_made_once_and_its_password_printed_only_then(settings, tmp_path):
     settings.VAR_DIR = tmp_path
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     NodeFactory(site=SiteFactory(code="sh1"), hostname="sh1-gpu-0001")
     printed = bootstrap(verbosity=0)
     password = (tmp_path / "approver-password").read_text().strip()
-    assert f"Log in as 'approver' with the password in {tmp_path / 'approver-password'}: {password}" in printed
+    where = tmp_path / "approver-password"
+    assert f"Log in as 'approver' with the password in {where} (shown this once: {password})" in printed
+    assert (tmp_path / "approver-password").stat().st_mode & 0o777 == 0o600
     assert "never its requester's" in printed and "groups:" not in printed  # -v0: only the login hint
     user = get_user_model().objects.get(username="approver")
     assert user.check_password(password) and not user.is_superuser and not user.is_staff
@@ -35,8 +37,11 @@ def test_the_demo_approver_is_made_once_and_printed_with_its_password(settings, 
     # Read-only on the demo's sites: sees the nodes a change touches, changes none.
     assert restrict(NodeFactory._meta.model.objects.all(), user, "view").count() == 1
     assert not restrict(NodeFactory._meta.model.objects.all(), user, "change").exists()
-    # Idempotent: the same user and password the next time script/server starts.
-    assert password in bootstrap(verbosity=0)
+    # Idempotent: the same user and password the next time script/server starts, and the password stays off screen.
+    again = bootstrap(verbosity=0)
+    assert f"Log in as 'approver' with the password in {tmp_path / 'approver-password'} -" in again
+    assert password not in again
+    assert get_user_model().objects.get(username="approver").check_password(password)
     assert get_user_model().objects.filter(username="approver").count() == 1
 
 

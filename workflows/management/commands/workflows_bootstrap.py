@@ -13,6 +13,7 @@ from cmdb.hooks import AcceleratorFailure
 from cmdb.models import Accelerator, HealthEvent, Site
 from cmdb.permissions import grant_scope
 from gpuops.context import ChangeSource, change_context
+from gpuops.private_files import private_file_write
 from workflows.services.bootstrap import groups_bootstrap
 from workflows.services.health import on_accelerator_failed
 
@@ -31,7 +32,7 @@ class Command(BaseCommand):
         "--demo-users makes one user per group; --open-repairs opens a repair for every failed card that has "
         "an open health event and no open ticket (as the health hook would have). --demo-approver makes the "
         "'approver' user of script/server (change-approvers, read-only on every site; password in "
-        "var/approver-password) and prints how to log in."
+        "var/approver-password, printed only when it is made) and prints how to log in."
     )
 
     def add_arguments(self, parser) -> None:
@@ -92,21 +93,23 @@ class Command(BaseCommand):
         user_model = get_user_model()
         password_file = settings.VAR_DIR / "approver-password"
         user = user_model.objects.filter(username=DEMO_APPROVER).first()
+        created_with = ""
         if user is None:
-            password = os.environ.get("GPUOPS_APPROVER_PASSWORD") or secrets.token_urlsafe(12)
+            given = os.environ.get("GPUOPS_APPROVER_PASSWORD", "")
+            password = given or secrets.token_urlsafe(12)
             user = user_model.objects.create_user(
                 username=DEMO_APPROVER, email=f"{DEMO_APPROVER}@localhost", password=password
             )
-            password_file.write_text(password + "\n")
-            password_file.chmod(0o600)
+            if not given:
+                # Shown this once (like ensure_admin's), never at the next start; the file keeps it.
+                private_file_write(password_file, password)
+                created_with = f" (shown this once: {password})"
         user.groups.add(group)
         # Read-only everywhere, so the approver sees the nodes and cards a change touches.
         for site in Site.objects.all():
             grant_scope(scope_obj=site, perms=["view_scope"], users=[user])
         where = (
-            f"the password in {password_file}: {password_file.read_text().strip()}"
-            if password_file.exists()
-            else "the password set elsewhere"
+            f"the password in {password_file}{created_with}" if password_file.exists() else "the password set elsewhere"
         )
         self.stdout.write(
             f"Log in as {DEMO_APPROVER!r} with {where} - to approve change tickets (a driver rollout needs one "
