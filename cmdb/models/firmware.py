@@ -95,6 +95,15 @@ class FirmwareBaseline(TrackedModel):
         return f"{self.component} {self.model or '*'} {self.rule} {', '.join(self.versions or [])}"
 
     def clean(self) -> None:
+        from .software import DriverComponent
+
+        known = set(FirmwareKind.values) | set(DriverComponent.values)
+        if self.component not in known:
+            raise ValidationError(
+                {"component": f"unknown component {self.component!r}; one of {', '.join(sorted(known))}"}
+            )
+        if isinstance(self.versions, list):
+            self.versions = [v.strip() if isinstance(v, str) else v for v in self.versions]
         versions = self.versions
         if not isinstance(versions, list) or not versions:
             raise ValidationError({"versions": "a non-empty list of version strings"})

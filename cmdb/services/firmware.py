@@ -7,12 +7,9 @@ import hashlib
 import json
 from typing import Any
 
-from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from ..models import (
-    BaselineRule,
-    DriverComponent,
     FirmwareBaseline,
     FirmwareComponent,
     FirmwareKind,
@@ -21,7 +18,6 @@ from ..models import (
 )
 
 KINDS = frozenset(FirmwareKind.values)
-DRIVER_COMPONENTS = frozenset(DriverComponent.values)
 # Components whose model is the node's server model in the CMDB (the agent reports the DMI product name, which a
 # baseline should not have to spell).
 SERVER_COMPONENTS = frozenset({FirmwareKind.BIOS, FirmwareKind.BMC})
@@ -119,30 +115,11 @@ def node_firmware_record(
     return row
 
 
-BASELINE_FIELDS = ("component", "model", "rule", "versions", "note")
-
-
-def _baseline_validate(baseline: FirmwareBaseline) -> None:
-    if baseline.component not in KINDS and baseline.component not in DRIVER_COMPONENTS:
-        known = ", ".join(sorted(KINDS | DRIVER_COMPONENTS))
-        raise ValidationError({"component": f"unknown component {baseline.component!r}; one of {known}"})
-    if baseline.rule not in BaselineRule.values:
-        raise ValidationError({"rule": f"one of {', '.join(BaselineRule.values)}"})
-    if isinstance(baseline.versions, list):
-        baseline.versions = [v.strip() if isinstance(v, str) else v for v in baseline.versions]
-    baseline.full_clean(validate_unique=True)
-
-
 def firmware_baseline_save(baseline: FirmwareBaseline) -> FirmwareBaseline:
-    """Create or update a baseline (admin, API): validated (ValidationError naming the field), saved in one
-    transaction; the save's change record is the baseline's history."""
-    _baseline_validate(baseline)
+    """Create or update a baseline (seed data, scripts; the API and admin save through the model's clean() and
+    save() the same way): validated (ValidationError naming the field), saved in one transaction; the save's change
+    record is the baseline's history."""
+    baseline.full_clean()
     with transaction.atomic():
         baseline.save()
     return baseline
-
-
-def firmware_baseline_delete(baseline: FirmwareBaseline) -> None:
-    """Delete a baseline (its components count as `not_in_baseline` from then on); recorded."""
-    with transaction.atomic():
-        baseline.delete()
