@@ -436,6 +436,15 @@ class DriverPackageAdmin(ScopedAdmin):
     filter_horizontal = ("supported_models",)
 
 
+@admin.register(m.FirmwareBaseline)
+class FirmwareBaselineAdmin(ScopedAdmin):
+    """Approved firmware / driver versions per model; each save is recorded (History)."""
+
+    list_display = ("component", "model", "rule", "versions", "note", "updated_at")
+    list_filter = ("component", "rule")
+    search_fields = ("model", "note")
+
+
 @admin.register(m.InstalledSoftware)
 class InstalledSoftwareAdmin(ScopedAdmin):
     list_display = ("node", "component", "version", "package")

@@ -29,6 +29,7 @@ class CmdbConfig(AppConfig):
         post_migrate.connect(_cache_table_ensure, sender=self, dispatch_uid="gpuops_cache_table")
         from gpuops.metrics import fleet_section_register
 
-        from .metrics import cmdb_fleet_gauges
+        from .metrics import cmdb_fleet_gauges, compliance_fleet_gauges
 
         fleet_section_register("cmdb", cmdb_fleet_gauges)  # the fleet gauges of /metrics
+        fleet_section_register("compliance", compliance_fleet_gauges)  # firmware / driver compliance

@@ -301,6 +301,18 @@ class TagFilterSet(CmdbFilterSet):
         fields: list[str] = []
 
 
+class FirmwareBaselineFilterSet(TrackedFilterSet):
+    search_fields = ("model", "note")
+    component, component__in = text("component")
+    model, model__in = text("model")
+    rule, rule__in = choice("rule", m.BaselineRule.choices)
+    ordering = df.OrderingFilter(fields=("id", "component", "model"))
+
+    class Meta:
+        model = m.FirmwareBaseline
+        fields: list[str] = []
+
+
 class DriverPackageFilterSet(TrackedFilterSet):
     search_fields = ("version", "notes")
     vendor, vendor__in = ref("vendor", "slug", "Vendor")

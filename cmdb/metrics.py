@@ -10,6 +10,7 @@ from django.db.models import Count
 
 from gpuops.metrics import GaugeData
 
+from .compliance import compliance_by_site, compliance_outdated_nodes, compliance_scope
 from .models import Accelerator, AcceleratorLifecycle, AcceleratorModel, HealthEvent, Node, Site
 
 
@@ -61,3 +62,19 @@ def cmdb_fleet_gauges() -> list[GaugeData]:
     for kind, severity, source, n in event_rows.annotate(n=Count("id")).order_by():
         events.add([kind, severity, source], n)
     return [cards, spares, nodes, stale, events]
+
+
+def compliance_fleet_gauges() -> list[GaugeData]:
+    """Firmware components and driver packages by site, component and compliance status (cmdb.compliance),
+    and the nodes with at least one outdated component by site."""
+    scope = compliance_scope(user=None)
+    components = GaugeData(
+        "gpuops_firmware_components",
+        "Firmware components and driver packages by site, component and compliance status",
+        ["site", "component", "status"],
+    )
+    for key, n in sorted(compliance_by_site(scope).items()):
+        components.add(key, n)
+    outdated = GaugeData("gpuops_nodes_firmware_outdated", "Nodes with at least one outdated component", [])
+    outdated.add([], compliance_outdated_nodes(scope))
+    return [components, outdated]

@@ -44,6 +44,8 @@ SCOPE_PATHS: dict[str, dict[str, str]] = {
     "cmdb.accelerator": {"site": "site_id", "cluster": "node__cluster_id", "tenant": "node__tenant_id"},
     "cmdb.acceleratorplacement": {"site": "accelerator__site_id"},
     "cmdb.installedsoftware": {"site": "node__site_id", "cluster": "node__cluster_id", "tenant": "node__tenant_id"},
+    "cmdb.nodefirmware": {"site": "node__site_id", "cluster": "node__cluster_id", "tenant": "node__tenant_id"},
+    "cmdb.firmwarecomponent": {"site": "node__site_id", "cluster": "node__cluster_id", "tenant": "node__tenant_id"},
     "cmdb.healthevent": {"site": "node__site_id", "cluster": "node__cluster_id", "tenant": "node__tenant_id"},
     "cmdb.fabric": {"site": "site_id"},
     "cmdb.switch": {"site": "site_id"},
@@ -62,6 +64,7 @@ CATALOG_MODELS = {
     "cmdb.tag",
     "cmdb.driverpackage",
     "cmdb.healthpolicy",
+    "cmdb.firmwarebaseline",
 }
 
 

@@ -9,6 +9,7 @@ from gpuops.api.routers import BulkRouter
 
 from .views import inventory as v
 from .views.auth import TokenView
+from .views.compliance import ComplianceComponentsView, ComplianceCsvView, ComplianceSummaryView
 from .views.summary import FleetSummaryView
 
 app_name = "cmdb-api"
@@ -41,11 +42,15 @@ router.register("switches", v.SwitchViewSet)
 router.register("switch-ports", v.SwitchPortViewSet)
 router.register("links", v.LinkViewSet)
 router.register("changes", v.ChangeRecordViewSet)
+router.register("firmware-baselines", v.FirmwareBaselineViewSet)
 
 
 urlpatterns = [
     path("summary/", FleetSummaryView.as_view(), name="summary"),
     path("auth/token/", TokenView.as_view(), name="auth-token"),
+    path("compliance/", ComplianceSummaryView.as_view(), name="compliance"),
+    path("compliance/components/", ComplianceComponentsView.as_view(), name="compliance-components"),
+    path("compliance/export.csv", ComplianceCsvView.as_view(), name="compliance-csv"),
     path("", include(router.urls)),
     re_path(r"^.*$", api_not_found),
 ]

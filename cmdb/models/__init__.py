@@ -3,6 +3,14 @@
 from .accelerators import Accelerator, AcceleratorLifecycle, AcceleratorPlacement, PlacementKind
 from .base import TrackedModel
 from .catalog import AcceleratorModel, FormFactor, Interconnect, PartKind, PartModel, ServerModel, Tag, Vendor
+from .firmware import (
+    BaselineRule,
+    ComplianceStatus,
+    FirmwareBaseline,
+    FirmwareComponent,
+    FirmwareKind,
+    NodeFirmware,
+)
 from .health import HealthAction, HealthEvent, HealthPolicy, Severity
 from .history import ChangeAction, ChangeRecord
 from .locations import Rack, RackCooling, RackFace, RackStatus, RackUnit, Room, Site
@@ -51,11 +59,13 @@ __all__ = [
     "AcceleratorLifecycle",
     "AcceleratorModel",
     "AcceleratorPlacement",
+    "BaselineRule",
     "CableType",
     "ChangeAction",
     "ChangeRecord",
     "Cluster",
     "ClusterKind",
+    "ComplianceStatus",
     "Component",
     "ComponentKind",
     "DriverComponent",
@@ -63,6 +73,9 @@ __all__ = [
     "Fabric",
     "FabricKind",
     "FabricPurpose",
+    "FirmwareBaseline",
+    "FirmwareComponent",
+    "FirmwareKind",
     "FormFactor",
     "Health",
     "HealthAction",
@@ -78,6 +91,7 @@ __all__ = [
     "NicKind",
     "NicPort",
     "Node",
+    "NodeFirmware",
     "NodeRole",
     "NodeStatus",
     "NodeTopology",

@@ -22,6 +22,7 @@ from gpuops.context import ChangeSource, change_context
 from .. import models as m
 from .accelerators import placement_build, placements_write
 from .changelog import records_for_bulk, records_write, tracked_update
+from .firmware import firmware_baseline_save, firmware_digest
 from .health_policies import health_policies_ensure
 from .stock import receipts_write
 
@@ -119,6 +120,15 @@ BASELINE = {
     "hygon": [("hygon-driver", "6.3.8"), ("dtk", "24.04.3")],
 }
 
+# Firmware of the demo nodes: (component, current, older) per vendor and for the servers; a few nodes carry the
+# older version so the compliance report has outdated nodes to show (docs/compliance.md).
+DEMO_ACCEL_FIRMWARE = {
+    "nvidia": ("gpu_vbios", "96.00.74.00.01", "96.00.61.00.01"),
+    "ascend": ("npu_firmware", "7.5.0.1.129", "7.1.0.7.220"),
+    "hygon": ("dcu_vbios", "113-D6650100-103", "113-D6650100-101"),
+}
+DEMO_SERVER_FIRMWARE = {"bios": ("2.1.6", "1.9.2"), "bmc": ("7.10.30.00", "6.10.80.00")}
+
 NODES_PER_RACK = 4
 CARDS_PER_NODE = 8
 LEAF_PORTS = 64
@@ -178,6 +188,68 @@ def _catalog() -> None:
     ]:
         m.PartModel.objects.get_or_create(sku=sku, defaults={"name": name, "kind": kind, "vendor": vendors["nvidia"]})
     _health_policies()
+    _firmware_baselines(models)
+
+
+def _firmware_baselines(models: dict[str, m.AcceleratorModel]) -> None:
+    """Baselines of the demo: the current versions as minimums, per server and accelerator model; the driver
+    packages of BASELINE for every model."""
+    rows: list[tuple[str, str, str]] = []
+    for server_model in m.ServerModel.objects.all():
+        rows += [(component, server_model.name, current) for component, (current, _) in DEMO_SERVER_FIRMWARE.items()]
+    for accel in models.values():
+        component, current, _ = DEMO_ACCEL_FIRMWARE[accel.vendor.slug]
+        rows.append((component, _reported_model(accel), current))
+    for packages in BASELINE.values():
+        rows += [(component, "", version) for component, version in packages]
+    for component, model, version in rows:
+        if not m.FirmwareBaseline.objects.filter(component=component, model=model).exists():
+            firmware_baseline_save(m.FirmwareBaseline(component=component, model=model, versions=[version]))
+
+
+def _reported_model(accel: m.AcceleratorModel) -> str:
+    """The model name as the agent reports it (synthetic reports use the first alias too)."""
+    aliases = [a for a in (accel.aliases or []) if a]
+    return aliases[0] if aliases else accel.name
+
+
+def _firmware_rows(nodes: list[m.Node], cards: list[m.Accelerator], server_model, accel_model, created: list) -> None:
+    """NodeFirmware and its FirmwareComponent index for the demo nodes, as ingestion would have written them."""
+    component, current, older = DEMO_ACCEL_FIRMWARE[accel_model.vendor.slug]
+    reported = _reported_model(accel_model)
+    by_node: dict[int, list[m.Accelerator]] = {}
+    for card in cards:
+        by_node.setdefault(card.node_id, []).append(card)
+    firmware_rows, index_rows = [], []
+    for i, node in enumerate(nodes):
+        if node.status == "received":
+            continue
+        entries = [
+            {
+                "component": "bios",
+                "device": "system",
+                "model": server_model.name,
+                "psid": "",
+                "version": DEMO_SERVER_FIRMWARE["bios"][1 if i % 40 == 2 else 0],
+            },
+            {
+                "component": "bmc",
+                "device": "bmc",
+                "model": server_model.name,
+                "psid": "",
+                "version": DEMO_SERVER_FIRMWARE["bmc"][1 if i % 60 == 5 else 0],
+            },
+        ]
+        for card in sorted(by_node.get(node.pk, []), key=lambda c: c.slot_index or 0):
+            version = older if i % 70 == 9 and card.slot_index == 0 else current
+            entries.append(
+                {"component": component, "device": card.pci_bus_id, "model": reported, "psid": "", "version": version}
+            )
+        entries.sort(key=lambda e: (e["component"], e["device"]))
+        firmware_rows.append(m.NodeFirmware(node=node, components=entries, digest=firmware_digest(entries)))
+        index_rows += [m.FirmwareComponent(node=node, **e) for e in entries]
+    _bulk(m.NodeFirmware, firmware_rows, created, batch=2000)
+    m.FirmwareComponent.objects.bulk_create(index_rows, batch_size=5000)
 
 
 def _health_policies() -> None:
@@ -435,6 +507,7 @@ def _load_group(group: Group, spec: SiteSpec, progress: Progress, small: bool) -
         batch=5000,
     )
 
+    _firmware_rows(nodes, cards, server_model, accel_model, created)
     _fabric_build(group, site, fabric, nodes, vendor, created)
     progress("links", 0)
 

@@ -22,6 +22,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
+from cmdb.compliance import node_compliance
 from cmdb.holds import HeldError, holds_for, may_override
 from cmdb.models import (
     Accelerator,
@@ -197,6 +198,7 @@ def node_context(request: HttpRequest, node: Node) -> dict[str, Any]:
         "more_history": more_history,
         "history_query": urlencode({"object": object_filter_value(node)}),
         "report": report,
+        "firmware_rows": node_compliance(node),
         "holders": holds_for(node_ids=[node.pk]).get(node.pk, []),
         # Rollouts and provisioning that "succeeded" under a dry-run adapter: the node kept its old state.
         "dry_run_notes": node_dry_run_notes(node, user),

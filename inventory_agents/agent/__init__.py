@@ -5,5 +5,5 @@ Runs on GPU nodes as they are: pure standard library, no Django, Python 3.8+. It
 versioned JSON report (see inventory_agents/schema/agent-report-v1.json) and POSTs it to the server.
 """
 
-AGENT_VERSION = "1.0.0"
+AGENT_VERSION = "1.1.0"
 SCHEMA_ID = "gpuops.agent-report/1"

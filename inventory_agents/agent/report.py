@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import AGENT_VERSION, SCHEMA_ID
-from .collectors import Fragment, ascend, hygon, infiniband, lldp, nics, nvidia, pci, system, topology, xid
+from .collectors import Fragment, ascend, firmware, hygon, infiniband, lldp, nics, nvidia, pci, system, topology, xid
 from .runner import Source
 
 log = logging.getLogger(__name__)
@@ -61,6 +61,9 @@ COLLECTORS: List[Tuple[str, CollectorFn]] = [
     ("infiniband", lambda source, state_dir: infiniband.collect(source)),
     ("lldp", lambda source, state_dir: lldp.collect(source)),
     ("topology", lambda source, state_dir: topology.collect(source)),
+    ("bmc", lambda source, state_dir: firmware.collect_bmc(source)),
+    ("ethtool", lambda source, state_dir: firmware.collect_ethtool(source)),
+    ("mlxfwmanager", lambda source, state_dir: firmware.collect_mlxfwmanager(source)),
 ]
 
 
@@ -198,8 +201,10 @@ def build_report(
         "collector_errors": [],
     }
     xid_state = None
+    firmware_entries: List[Dict[str, Any]] = []
     for name, fn in COLLECTORS:
         fragment = run_collector(name, fn, source, state_dir)
+        firmware_entries.extend(fragment.pop("firmware", None) or [])
         if name == "xid":
             # Runs even without a kernel log: lspci alone can show a GPU nvidia-smi no longer lists.
             events = fragment.pop("xid_events", None) or []
@@ -223,6 +228,13 @@ def build_report(
             card.setdefault(key, None)
     report["software"] = _dedupe_software(report["software"])
     _check_topology_nics(report)
+    failed = sorted({e["collector"] for e in report["collector_errors"]})
+    assembled = run_collector(
+        "firmware", lambda s, d: {"firmware": firmware.assemble(report, firmware_entries, failed)}, source, state_dir
+    )
+    if "firmware" in assembled:
+        report["firmware"] = assembled.pop("firmware")
+    _merge(report, assembled)
     return report, xid_state
 
 

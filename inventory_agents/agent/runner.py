@@ -81,6 +81,8 @@ COMMANDS: Dict[str, Sequence[Sequence[str]]] = {
     "ibstat.txt": (("ibstat",),),
     "lldpctl.json": (("lldpctl", "-f", "json"),),
     "lldpctl.txt": (("lldpctl", "-f", "keyvalue"),),
+    "ipmitool-mc-info.txt": (("ipmitool", "mc", "info"),),
+    "mlxfwmanager-query.txt": (("mlxfwmanager", "--query"),),
 }
 JOINED_COMMANDS: Dict[str, Sequence[Sequence[str]]] = {
     # hy-smi prints the summary table by default and the identity lines only when asked.
@@ -271,6 +273,9 @@ class LiveSource(Source):
         npu = _npu_smi_argv(name)
         if npu is not None:
             return self.run(npu)
+        ethtool = _ethtool_argv(name)
+        if ethtool is not None:
+            return self.run(ethtool)
         return None
 
     def _first_success(self, candidates: Sequence[Sequence[str]]) -> Optional[str]:
@@ -299,6 +304,16 @@ def _npu_smi_argv(name: str) -> Optional[List[str]]:
     if len(parts) != 2 or parts[0] not in NPU_SMI_TYPES or not parts[1].isdigit():
         return None
     return ["npu-smi", "info", "-t", parts[0], "-i", parts[1]]
+
+
+def _ethtool_argv(name: str) -> Optional[List[str]]:
+    """ethtool-i-<if>.txt -> ethtool -i <if> (interface names as the kernel allows them, nothing else)."""
+    if not (name.startswith("ethtool-i-") and name.endswith(".txt")):
+        return None
+    interface = name[len("ethtool-i-") : -len(".txt")]
+    if not interface or len(interface) > 15 or interface.startswith("-") or "/" in interface:
+        return None
+    return ["ethtool", "-i", interface]
 
 
 def _read_first(patterns: Sequence[str]) -> Optional[str]:

@@ -19,6 +19,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from cmdb.models import DriverComponent, LinkState
+from cmdb.services.firmware import firmware_canonical, firmware_digest
 from cmdb.services.topology import topology_canonical, topology_digest
 
 from ..conf import setting
@@ -124,6 +125,8 @@ class Observed:
     lldp: list[LldpObs] = field(default_factory=list)
     # The intra-node topology (cmdb.services.topology canonical form); None when the report carries none.
     topology: dict[str, Any] | None = None
+    # The node's firmware components (cmdb.services.firmware canonical form); None when the report has no list.
+    firmware: list[dict[str, str]] | None = None
     digest: str = ""
 
 
@@ -484,6 +487,7 @@ def report_normalize(payload: dict[str, Any], schema: str) -> Observed:
         },
         lldp=_lldp(payload),
         topology=topology_canonical(payload["topology"]) if isinstance(payload.get("topology"), dict) else None,
+        firmware=firmware_canonical(payload["firmware"]) if isinstance(payload.get("firmware"), list) else None,
     )
     observed.digest = observed_digest(observed)
     return observed
@@ -537,6 +541,7 @@ def observed_digest(observed: Observed) -> str:
         [tuple(n.__dict__.values()) for n in observed.lldp],
         # Only when present, so the digest of a report without topology is the one older servers stored.
         *([topology_digest(observed.topology)] if observed.topology is not None else []),
+        *([["firmware", firmware_digest(observed.firmware)]] if observed.firmware is not None else []),
     ]
     blob = json.dumps(content, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from cmdb.models import Accelerator, Node, NodeStatus
 from cmdb.services.changelog import records_for_bulk, records_write, tracked_update
+from cmdb.services.firmware import node_firmware_current, node_firmware_record
 from cmdb.services.topology import node_topology_current, node_topology_record, topology_departures
 
 from ..models import AgentState, AgentToken, Report, ReportStatus
@@ -61,6 +62,16 @@ def _collector_signals(run: Pass) -> None:
     """A failing collector is worth an event on the node (its section is not trusted for drift meanwhile)."""
     for name, error in run.observed.collector_errors.items():
         collector_signal(run, name, f"collector {name}: {error}")
+
+
+def _firmware(run: Pass) -> None:
+    """Store the reported firmware when it changed (no query otherwise: the row came with the node lock)."""
+    components = run.observed.firmware
+    if components is None:
+        return  # an agent before 1.1.0, or its firmware assembly failed: the stored versions stand
+    failed = frozenset(run.observed.collector_errors)
+    if node_firmware_record(run.node, components, node_firmware_current(run.node), failed) is not None:
+        run.summary["firmware_changed"] += 1
 
 
 def _topology(run: Pass) -> None:
@@ -179,7 +190,11 @@ def report_apply(
     """
     now = now or timezone.now()
     with transaction.atomic():
-        node = Node.objects.select_for_update(of=("self",)).select_related("server_model", "topology").get(pk=node_id)
+        node = (
+            Node.objects.select_for_update(of=("self",))
+            .select_related("server_model", "topology", "firmware")
+            .get(pk=node_id)
+        )
         # Read after the lock, in its own statement: a report that waited for the lock must see the state the
         # previous one committed (a row joined into the locking query would come from the older snapshot).
         state = AgentState.objects.filter(node_id=node_id).first()
@@ -200,6 +215,7 @@ def report_apply(
         _node_facts(run)
         new_cards = cards_reconcile(run)
         _topology(run)
+        _firmware(run)
         _orphan_signals(run)
         _collector_signals(run)
         book = EventBook(run, events_open_load(run, [c.pk for c in run.node_cards if c.pk]))

@@ -3,6 +3,7 @@
 from .catalog import (
     AcceleratorModelSerializer,
     DriverPackageSerializer,
+    FirmwareBaselineSerializer,
     HealthPolicySerializer,
     PartModelSerializer,
     ServerModelSerializer,
@@ -34,6 +35,7 @@ __all__ = [
     "ComponentSerializer",
     "DriverPackageSerializer",
     "FabricSerializer",
+    "FirmwareBaselineSerializer",
     "HealthEventSerializer",
     "HealthPolicySerializer",
     "InstalledSoftwareSerializer",

@@ -56,6 +56,20 @@ class DriverPackageSerializer(CmdbSerializer):
         fields = "__all__"
 
 
+class FirmwareBaselineSerializer(CmdbSerializer):
+    """Approved versions of one component for one model (empty model: every model without its own baseline)."""
+
+    versions = serializers.ListField(
+        child=serializers.CharField(max_length=100),
+        allow_empty=False,
+        help_text="Approved versions; for rule `minimum` the lowest is the floor.",
+    )
+
+    class Meta:
+        model = m.FirmwareBaseline
+        fields = "__all__"
+
+
 class HealthPolicySerializer(CmdbSerializer):
     class Meta:
         model = m.HealthPolicy

@@ -104,6 +104,14 @@ class DriverPackageViewSet(CmdbViewSet):
     prefetch_related = ("supported_models",)
 
 
+class FirmwareBaselineViewSet(CmdbViewSet):
+    """Approved firmware / driver versions per model (docs/compliance.md); history under /changes/."""
+
+    queryset = m.FirmwareBaseline.objects.all()
+    serializer_class = s.FirmwareBaselineSerializer
+    filterset_class = f.FirmwareBaselineFilterSet
+
+
 class HealthPolicyViewSet(CmdbViewSet):
     queryset = m.HealthPolicy.objects.all()
     serializer_class = s.HealthPolicySerializer
@@ -344,6 +352,7 @@ __all__ = [
     "ComponentViewSet",
     "DriverPackageViewSet",
     "FabricViewSet",
+    "FirmwareBaselineViewSet",
     "HealthEventViewSet",
     "HealthPolicyViewSet",
     "InstalledSoftwareViewSet",

@@ -68,6 +68,7 @@ def system_from_dmidecode(text: str) -> Dict[str, Any]:
         elif title == "BIOS Information" and "bios_version" not in system:
             system["bios_version"] = _value(fields.get("Version"))
             system["bios_date"] = _value(fields.get("Release Date"))
+            system["bios_vendor"] = _value(fields.get("Vendor"))
         elif title == "Processor Information":
             cpus.append(fields)
         elif title == "Memory Device":

@@ -39,6 +39,9 @@ CAPTURE_NAMES = [
     "lldpctl.json",
     "lldpctl.txt",
     "cpuinfo",
+    "ipmitool-mc-info.txt",
+    "ethtool-i-eth0.txt",
+    "mlxfwmanager-query.txt",
 ]
 SHARED = Path(os.environ.get("GPUOPS_SHARED_FIXTURES", Path(__file__).resolve().parents[4] / "shared" / "fixtures"))
 
@@ -50,8 +53,13 @@ def _corpus() -> dict[str, list[str]]:
         for path in (DATA / folder).iterdir():
             if path.is_file() and path.name in corpus:
                 corpus[path.name].append(path.read_text())
+    for path in (DATA / "firmware").iterdir():
+        name = "ethtool-i-eth0.txt" if path.name.startswith("ethtool-i-") else path.name
+        if name in corpus:
+            corpus[name].append(path.read_text())
     if SHARED.is_dir():
         pairs = [
+            ("ethtool", "*.txt", "ethtool-i-eth0.txt"),
             ("nvidia-smi-xml", "*.xml", "nvidia-smi-q-x.xml"),
             ("nvidia-smi-csv", "*linux.csv", "nvidia-smi-query-gpu.csv"),
             ("dmidecode", "*.txt", "dmidecode.txt"),
