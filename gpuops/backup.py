@@ -237,8 +237,19 @@ def pg_restore(connection: Any, path: Path, *, force: bool = False, progress: Pr
 # --- SQLite -----------------------------------------------------------------------------------------------------
 
 
+_SQLITE_BUSY = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED: Python's backup sleeps 250 ms and tries again, forever
+_SQLITE_BUSY_STEPS_MAX = 120  # about 30 s
+
+
 def _sqlite_progress(progress: Progress) -> Callable[[int, int, int], None]:
+    busy = 0
+
     def step(status: int, remaining: int, total: int) -> None:
+        nonlocal busy
+        busy = busy + 1 if status in _SQLITE_BUSY else 0
+        if busy > _SQLITE_BUSY_STEPS_MAX:
+            # Raising from the callback makes sqlite3 abort the backup (the destination is rolled back).
+            raise BackupError("the database stayed locked for 30 s; try again when the writer is done")
         progress(total, total - remaining)
 
     return step
@@ -246,6 +257,8 @@ def _sqlite_progress(progress: Progress) -> Callable[[int, int, int], None]:
 
 def sqlite_backup(connection: Any, path: Path, *, force: bool = False, progress: Progress = _noop) -> Path:
     """Copy the database of `connection` to `path` with the online backup API (a consistent snapshot)."""
+    if connection.in_atomic_block:
+        raise BackupError("cannot back up inside a transaction: the copy would wait for it forever")
     partial = _target_ready(path, force)
     connection.ensure_connection()
     try:
