@@ -188,8 +188,8 @@ def _pg_archive_tables(tool: str, path: Path) -> list[str]:
     for line in listed.stdout.splitlines():
         # "3344; 0 26840 TABLE DATA public cmdb_node postgres"
         parts = line.split()
-        if not line.startswith(";") and "TABLE DATA" in line and len(parts) >= 7:
-            tables.append(parts[5])
+        if not line.startswith(";") and parts[3:5] == ["TABLE", "DATA"] and len(parts) >= 7:
+            tables.append(parts[6])
     return tables
 
 
