@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
 from cmdb.management.backup_progress import LazyProgress
 from gpuops.backup import BackupError, engine_of, restore
@@ -35,6 +35,8 @@ class Command(BaseCommand):
                 tables = restore(connection, path.expanduser().absolute(), force=force, progress=progress)
         except BackupError as exc:
             raise CommandError(str(exc)) from exc
+        except DatabaseError as exc:
+            raise CommandError(f"cannot use database {connection.settings_dict['NAME']}: {exc}".strip()) from exc
         self.stdout.write(
             self.style.SUCCESS(
                 f"Restored {path} ({tables} tables) in {time.monotonic() - started:.1f} s. "
