@@ -100,7 +100,8 @@ class JsonFormatter(logging.Formatter):
 
 def request_log(request: Any, status: int, started: float, request_id: str) -> None:
     """The request line (called by the change-context middleware, inside the request's context)."""
-    if not request_logger.isEnabledFor(logging.INFO):
+    level = logging.ERROR if status >= 500 else logging.INFO
+    if not request_logger.isEnabledFor(level):
         return
     duration_ms = round((time.monotonic() - started) * 1000, 1)
     # DRF sets the authenticated user (token or session) on the Django request too.
@@ -110,7 +111,7 @@ def request_log(request: Any, status: int, started: float, request_id: str) -> N
         request_logger,
         "http_request",
         f"{request.method} {request.path} {status} {duration_ms:.0f}ms user={username or '-'} request_id={request_id}",
-        level=logging.ERROR if status >= 500 else logging.INFO,
+        level=level,
         method=request.method,
         path=request.path,
         status=status,

@@ -142,3 +142,19 @@ def test_plain_format_is_the_default_and_other_values_are_refused(monkeypatch):
     monkeypatch.setenv("GPUOPS_LOG_FORMAT", "yaml")
     with pytest.raises(ValueError, match="GPUOPS_LOG_FORMAT must be 'plain' or 'json'"):
         runpy.run_path(str(REPO / "gpuops" / "settings.py"))
+
+
+def test_plain_format_writes_the_request_line_only_for_server_errors(caplog):
+    import time
+    from types import SimpleNamespace
+
+    from gpuops.logs import request_log
+
+    request = SimpleNamespace(method="GET", path="/api/cmdb/nodes/", user=None)
+    with caplog.at_level("DEBUG", logger="gpuops"):
+        caplog.set_level("WARNING", logger="gpuops.request")  # what the plain LOGGING sets
+        request_log(request, 200, time.monotonic(), "rid-ok")
+        request_log(request, 502, time.monotonic(), "rid-bad")
+    lines = [r for r in caplog.records if r.name == "gpuops.request"]
+    assert [(r.levelname, r.request_id, r.status) for r in lines] == [("ERROR", "rid-bad", 502)]
+    assert lines[0].getMessage().startswith("GET /api/cmdb/nodes/ 502 ")
