@@ -67,6 +67,11 @@ def new_correlation_id() -> str:
     return uuid.uuid4().hex
 
 
+def context_get() -> ChangeContext | None:
+    """The active change context, or None outside one (log lines read it without minting an id)."""
+    return _current.get()
+
+
 def current_context() -> ChangeContext:
     ctx = _current.get()
     if ctx is None:

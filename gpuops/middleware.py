@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
 
 from .context import ChangeSource, change_context, new_correlation_id
+from .logs import log_scope, request_log
 
 REQUEST_ID_HEADER = "X-Request-ID"
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 
 
 class ChangeContextMiddleware:
-    """Sets actor, source (by URL area) and a request id for everything the request changes.
+    """Sets actor, source (by URL area) and a request id for everything the request changes, and writes the
+    request's log line (gpuops.logs: method, path, status, duration, request id, user).
 
     A client may send its own X-Request-ID (for tracing across systems); anything that does not look like an
     id is replaced, so log lines and change records cannot be injected into.
@@ -24,6 +27,7 @@ class ChangeContextMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        started = time.monotonic()
         incoming = request.headers.get(REQUEST_ID_HEADER, "")
         request_id = incoming if _SAFE_ID.match(incoming) else new_correlation_id()
         request.request_id = request_id  # type: ignore[attr-defined]
@@ -39,8 +43,9 @@ class ChangeContextMiddleware:
         else:
             source = ChangeSource.UI
         # The user is resolved lazily: DRF token auth sets it later, so the actor is read through the request.
-        with change_context(actor=_LazyActor(request), source=source, correlation_id=request_id):
+        with change_context(actor=_LazyActor(request), source=source, correlation_id=request_id), log_scope():
             response = self.get_response(request)
+            request_log(request, response.status_code, started, request_id)
         response[REQUEST_ID_HEADER] = request_id
         return response
 

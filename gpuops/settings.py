@@ -281,17 +281,36 @@ if os.environ.get("GPUOPS_SWITCH_CONFIG_DRY_RUN"):
 GPUOPS_DEMO_AGENTS = env_bool("GPUOPS_DEMO_AGENTS")
 
 # --- Logging --------------------------------------------------------------------------------------------------
+# GPUOPS_LOG_FORMAT: "plain" (the default, script/server) writes human lines to stderr; "json" writes one JSON object
+# per line to stdout for a log shipper, with a line per HTTP request (gpuops.request), Celery task run (gpuops.task)
+# and workflow step (gpuops.step). gpuops/logs.py; docs/operations.md "Logs".
+GPUOPS_LOG_FORMAT = os.environ.get("GPUOPS_LOG_FORMAT", "plain").strip().lower() or "plain"
+if GPUOPS_LOG_FORMAT not in ("plain", "json"):
+    raise ValueError(f"GPUOPS_LOG_FORMAT must be 'plain' or 'json', not {GPUOPS_LOG_FORMAT!r}")
+_JSON_LOGS = GPUOPS_LOG_FORMAT == "json"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "gpuops.logs.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "json": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stdout"},
+    },
+    "root": {"handlers": ["json" if _JSON_LOGS else "console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
         "gpuops.security": {"level": "INFO"},
+        # Plain: the server's own access lines (runserver) are the request lines; ours only for 5xx.
+        "gpuops.request": {"level": "INFO" if _JSON_LOGS else "WARNING"},
+        # JSON: runserver's access lines and Celery's "Task ... succeeded" would repeat the request and task lines.
+        **({"django.server": {"level": "ERROR"}, "celery.app.trace": {"level": "WARNING"}} if _JSON_LOGS else {}),
     },
 }
+# A Celery worker replaces the root logger's handlers with its own plain ones unless told not to.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = not _JSON_LOGS
 
 # --- gpuops ---------------------------------------------------------------------------------------------------
 GPUOPS = {

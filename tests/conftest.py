@@ -163,3 +163,50 @@ def browser(monkeypatch):
         chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield chromium
         chromium.close()
+
+
+@pytest.fixture
+def json_logs(monkeypatch, capsys):
+    """Logging configured as `GPUOPS_LOG_FORMAT=json` configures it (the settings module's own LOGGING, built with
+    the variable set); yields a reader of what went to stdout, each line parsed as JSON. Restores the plain setup."""
+    import json
+    import logging
+    import logging.config
+    import runpy
+
+    from django.conf import settings
+
+    monkeypatch.setenv("GPUOPS_LOG_FORMAT", "json")
+    config = runpy.run_path(str(REPO / "gpuops" / "settings.py"))["LOGGING"]
+    assert config["root"]["handlers"] == ["json"]
+    levels = {name: logging.getLogger(name).level for name in config["loggers"]}
+    capsys.readouterr()
+    logging.config.dictConfig(config)
+    # pytest gives each test phase a new captured stdout; the handler resolved `ext://sys.stdout` during setup.
+    handler = logging.getLogger().handlers[0]
+    handler.setStream(_CurrentStdout())
+
+    def read() -> list[dict]:
+        out = capsys.readouterr().out
+        return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+    try:
+        yield read
+    finally:
+        logging.config.dictConfig(settings.LOGGING)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+
+
+class _CurrentStdout:
+    """Writes to whatever sys.stdout is at the time of the write."""
+
+    def write(self, text: str) -> int:
+        import sys
+
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        import sys
+
+        sys.stdout.flush()

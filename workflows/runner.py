@@ -33,6 +33,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from gpuops.context import ChangeSource, change_context
+from gpuops.logs import log_bind, log_event
 from gpuops.metrics import STEP_RUN_SECONDS, STEP_RUNS
 from gpuops.tasks import PUBLISH_ERRORS
 from integrations.exceptions import TransientError
@@ -44,6 +45,7 @@ from .registry import workflow
 from .steps import Done, Failed, StepContext, StepOutcome, WaitForEvent
 
 logger = logging.getLogger(__name__)
+step_logger = logging.getLogger("gpuops.step")
 
 CLAIMABLE = Q(status__in=[StepStatus.PENDING, StepStatus.RETRY])
 # A run committed this recently may still have its on-commit publish under way: not yet "unsent".
@@ -108,6 +110,7 @@ def step_execute(run_id: str, *, worker: str = "") -> RetryRequest | None:
         return None
     run.refresh_from_db()
     ticket = run.ticket
+    log_bind(ticket=ticket.reference)  # the task's own line (and every line of this run) names the ticket
     wf = workflow(ticket.type)
     spec = wf.step_spec(run.step)
     ctx = StepContext(run=run, ticket=ticket, now=now)
@@ -120,13 +123,13 @@ def step_execute(run_id: str, *, worker: str = "") -> RetryRequest | None:
         with change_context(source=ChangeSource.WORKFLOW, correlation_id=ticket.correlation_id, actor=run.actor):
             outcome = spec.fn(ctx)
     except (TransientError, SoftTimeLimitExceeded) as exc:
-        _step_observe(ticket.type, run.step, "transient_error", started)
+        _step_observe(run, ticket, "transient_error", started)
         return _on_transient(run, ctx, spec.label, exc)
     except Exception as exc:
         # Deliberately broad: any bug or PermanentError fails this run visibly instead of killing the task.
         ctx.log("".join(traceback.format_exception_only(type(exc), exc)).strip(), level="error")
         outcome = Failed(reason=f"{type(exc).__name__}: {exc}")
-    _step_observe(ticket.type, run.step, _OUTCOME_NAMES.get(type(outcome), type(outcome).__name__.lower()), started)
+    _step_observe(run, ticket, _OUTCOME_NAMES.get(type(outcome), type(outcome).__name__.lower()), started)
     _outcome_apply(run, ctx, spec.label, outcome)
     return None
 
@@ -134,10 +137,29 @@ def step_execute(run_id: str, *, worker: str = "") -> RetryRequest | None:
 _OUTCOME_NAMES = {Done: "succeeded", WaitForEvent: "waiting", Failed: "failed"}
 
 
-def _step_observe(workflow_name: str, step: str, outcome: str, started: float) -> None:
-    """One attempt on /metrics: counted by workflow, step and outcome, timed by workflow and step."""
-    STEP_RUNS.labels(workflow=workflow_name, step=step, outcome=outcome).inc()
-    STEP_RUN_SECONDS.labels(workflow=workflow_name, step=step).observe(time.monotonic() - started)
+def _step_observe(run: StepRun, ticket: Ticket, outcome: str, started: float) -> None:
+    """One attempt on /metrics (counted by workflow, step and outcome, timed by workflow and step) and its log
+    line (gpuops.logs: ticket, step, outcome, duration; the ticket's correlation id)."""
+    seconds = time.monotonic() - started
+    STEP_RUNS.labels(workflow=ticket.type, step=run.step, outcome=outcome).inc()
+    STEP_RUN_SECONDS.labels(workflow=ticket.type, step=run.step).observe(seconds)
+    duration_ms = round(seconds * 1000, 1)
+    actor = run.actor.get_username() if run.actor_id else None
+    log_event(
+        step_logger,
+        "step_run",
+        f"step {ticket.reference} {run.step} {outcome} in {duration_ms:.0f}ms (attempt {run.attempts})",
+        level=logging.WARNING if outcome in ("failed", "transient_error") else logging.INFO,
+        ticket=ticket.reference,
+        workflow=ticket.type,
+        step=run.step,
+        run_id=str(run.pk),
+        attempt=run.attempts,
+        outcome=outcome,
+        duration_ms=duration_ms,
+        actor=actor,
+        correlation_id=ticket.correlation_id,
+    )
 
 
 def _backoff(attempt: int) -> float:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import logging
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from gpuops.context import ChangeSource, change_context
+from gpuops.logs import log_bind, log_event
 from gpuops.tasks import eager_mode
 from integrations.exceptions import TransientError
 
@@ -38,6 +40,7 @@ from .conf import rollouts_setting
 from .models import NodeLogLine, NodeRun, NodeRunState, NodeStep, NodeStepStatus, Rollout
 
 logger = logging.getLogger(__name__)
+step_logger = logging.getLogger("gpuops.step")
 T = TypeVar("T")
 
 # The node run's state while each step runs.
@@ -192,6 +195,9 @@ def node_step_execute(step_id: str) -> str:
     ).get(pk=step_id)
     ctx = NodeStepContext(step, now)
     rollout = ctx.rollout
+    ticket_ref = rollout.ticket.reference if rollout.ticket_id else None
+    log_bind(ticket=ticket_ref)
+    started = time.monotonic()
     try:
         # CMDB changes carry the rollout's (its ticket's) correlation id and the source "workflow".
         with change_context(source=ChangeSource.WORKFLOW, correlation_id=rollout.correlation_id):
@@ -205,7 +211,33 @@ def node_step_execute(step_id: str) -> str:
     with change_context(source=ChangeSource.WORKFLOW, correlation_id=rollout.correlation_id):
         result = _outcome_apply(ctx, outcome)
     ctx.flush_log()
+    _step_log(ctx, ticket_ref, outcome, result, started)
     return result
+
+
+_OUTCOME_NAMES = {Next: "succeeded", Wait: "waiting", Fail: "failed"}
+
+
+def _step_log(ctx: NodeStepContext, ticket_ref: str | None, outcome: Outcome, result: str, started: float) -> None:
+    """The step's log line (gpuops.logs): the rollout's ticket, the node, the step and what came of it."""
+    name = "discarded" if result == "discarded" else _OUTCOME_NAMES[type(outcome)]
+    duration_ms = round((time.monotonic() - started) * 1000, 1)
+    log_event(
+        step_logger,
+        "step_run",
+        f"step {ticket_ref or ctx.rollout.pk} {ctx.step.name} on node {ctx.run.node_id} {name} in {duration_ms:.0f}ms",
+        level=logging.WARNING if name == "failed" else logging.INFO,
+        ticket=ticket_ref,
+        workflow=ctx.rollout.ticket.type if ticket_ref else "rollout",
+        rollout_id=ctx.rollout.pk,
+        node_id=ctx.run.node_id,
+        step=ctx.step.name,
+        run_id=str(ctx.step.pk),
+        attempt=ctx.step.attempts,
+        outcome=name,
+        duration_ms=duration_ms,
+        correlation_id=ctx.rollout.correlation_id,
+    )
 
 
 def _may_need_rollback(ctx: NodeStepContext) -> bool:
