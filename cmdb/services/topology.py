@@ -109,6 +109,15 @@ class Departure:
         return f"topology departs from the server model: {self.pair} is {got}, expected {self.expected}"
 
 
+def topology_kind_rank(kind: str) -> float:
+    """How direct a link kind is, lower is better: NV# ranks before every PCIe kind and by its NVLink count
+    (NV18 before NV12); an unknown code ranks last."""
+    nv = _NV.match(kind)
+    if nv:
+        return -1 + 1 / (1 + int(nv.group(1)))
+    return _RANK.get(kind, 7)
+
+
 def _worse(actual: str, expected: str) -> bool:
     """Is `actual` a less direct path than `expected`? Unknown codes differ only when not equal."""
     if actual == expected:
@@ -162,5 +171,6 @@ __all__ = [
     "topology_canonical",
     "topology_departures",
     "topology_digest",
+    "topology_kind_rank",
     "topology_shape_problem",
 ]
