@@ -163,8 +163,48 @@ def topology_departures(expected: dict[str, Any], actual: dict[str, Any]) -> lis
     return departures
 
 
+@dataclass(frozen=True)
+class TopologyCheck:
+    """The burn-in gate's reading of a node's topology: `problems` (empty: it passes) name each departing pair;
+    `note` says why nothing was compared (the server model expects no topology)."""
+
+    problems: list[str]
+    note: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+
+def node_topology_check(node: Node) -> TopologyCheck:
+    """Does the node's last reported topology match its server model's expected one? The gate of the rollout's
+    verify and provisioning's burn-in before a node returns to service.
+
+    No expected topology on the model (none learned or set): passes, with a note saying it was not checked - a
+    model nobody described cannot be departed from. An expected topology and no reported one (no topology tool on
+    the node, or it never parsed): fails, since nothing shows the links are there. Otherwise each departing pair
+    is a problem naming it (expected vs seen). One query at most (none when the node came with
+    select_related("server_model", "topology"))."""
+    model = node.server_model
+    expected = (model.expected_topology if model else None) or {}
+    if not expected.get("links") or topology_shape_problem(expected):
+        name = model.name if model else "no server model"
+        return TopologyCheck([], f"topology not checked: {name} has no expected topology")
+    current = node_topology_current(node)
+    if current is None:
+        return TopologyCheck([f"no topology reported (the {model.name} model expects {len(expected['links'])} links)"])
+    departures = topology_departures(expected, {"links": current.links})
+    if not departures:
+        return TopologyCheck([])
+    pairs = [f"{d.pair} is {d.actual or 'no link reported'}, expected {d.expected}" for d in departures[:8]]
+    more = f" and {len(departures) - 8} more pairs" if len(departures) > 8 else ""
+    return TopologyCheck([f"topology departs from the server model: {'; '.join(pairs)}{more}"])
+
+
 __all__ = [
     "Departure",
+    "TopologyCheck",
+    "node_topology_check",
     "node_topology_current",
     "node_topology_record",
     "server_model_expected_topology_set",
