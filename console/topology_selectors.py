@@ -53,6 +53,10 @@ class TopologyRow:
     nearest_nics: list[str] = field(default_factory=list)
     nearest_kind: str = ""
     departs: bool = False
+    # `nvidia-smi nvlink -s`: "18 active" / "17 of 18 active", the inactive link numbers, those the model expects up.
+    nvlinks: str = ""
+    nvlinks_inactive: list[int] = field(default_factory=list)
+    nvlinks_departing: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -64,6 +68,7 @@ class TopologyMatrix:
     rows: list[TopologyRow]
     affinity_titles: list[str]
     has_nics: bool
+    has_nvlinks: bool
     has_expected: bool
     departures: list[Departure]
     missing_devices: list[str]
@@ -97,7 +102,7 @@ def node_topology_matrix(node: Node) -> TopologyMatrix | None:
         return None
     model = node.server_model
     expected = (model.expected_topology if model else None) or {}
-    departures = topology_departures(expected, {"links": current.links})
+    departures = topology_departures(expected, {"links": current.links, "devices": current.devices})
     departing = {frozenset((d.a, d.b)): d for d in departures}
     seen = {frozenset((link["a"], link["b"])): link["kind"] for link in current.links}
     wanted = {frozenset((link["a"], link["b"])): link["kind"] for link in expected.get("links") or []}
@@ -120,12 +125,19 @@ def node_topology_matrix(node: Node) -> TopologyMatrix | None:
                     departure=departure,
                 )
             )
+        down = sorted(int(d.b[6:]) for d in departures if d.a == device["name"] and d.b.startswith("NVLink"))
         row = TopologyRow(
             device=device,
             cells=cells,
             affinity=[str(device[key]) if device.get(key) is not None else "" for key, _ in affinity],
-            departs=any(c.departure for c in cells),
+            departs=any(c.departure for c in cells) or bool(down),
+            nvlinks_departing=down,
         )
+        if isinstance(device.get("nvlinks"), list) and device["nvlinks"]:
+            states = device["nvlinks"]
+            active = sum(1 for s in states if s.get("state") == "active")
+            row.nvlinks = f"{active} active" if active == len(states) else f"{active} of {len(states)} active"
+            row.nvlinks_inactive = [s["link"] for s in states if s.get("state") != "active"]
         if device.get("type") != "nic" and nics:
             by_rank: dict[float, list[str]] = {}
             for nic in nics:
@@ -146,6 +158,7 @@ def node_topology_matrix(node: Node) -> TopologyMatrix | None:
         rows=rows,
         affinity_titles=[title for _, title in affinity],
         has_nics=bool(nics),
+        has_nvlinks=any(d.get("nvlinks") for d in devices),
         has_expected=bool(expected.get("links")),
         departures=departures,
         missing_devices=sorted(expected_names - names),

@@ -17,7 +17,8 @@ from typing import Any
 
 from ..models import Node, NodeTopology, ServerModel
 
-DEVICE_KEYS = ("name", "type", "alias", "cpu_affinity", "numa_affinity", "gpu_numa_id", "numa_node")
+DEVICE_KEYS = ("name", "type", "alias", "cpu_affinity", "numa_affinity", "gpu_numa_id", "numa_node", "nvlinks")
+NVLINK_KEYS = ("link", "state", "speed_gbps")
 LINK_KEYS = ("a", "b", "kind", "a_alias", "b_alias", "weight", "hops")
 # How direct a path is, best first (nvidia-smi's legend order); NV# ranks by its NVLink count.
 _RANK = {
@@ -42,7 +43,7 @@ def topology_canonical(raw: dict[str, Any]) -> dict[str, Any]:
     """The stored form of a reported topology: known keys only, in a fixed order (so equal content hashes
     equally whatever the agent version's key order)."""
     devices = [
-        {key: d.get(key) for key in DEVICE_KEYS if key in d}
+        {key: _nvlinks(d[key]) if key == "nvlinks" else d.get(key) for key in DEVICE_KEYS if key in d}
         for d in raw.get("devices") or []
         if isinstance(d, dict) and d.get("name")
     ]
@@ -52,6 +53,16 @@ def topology_canonical(raw: dict[str, Any]) -> dict[str, Any]:
         if isinstance(link, dict) and link.get("a") and link.get("b")
     ]
     return {"sources": [str(s) for s in raw.get("sources") or []], "devices": devices, "links": links}
+
+
+def _nvlinks(value: Any) -> list[dict[str, Any]]:
+    """A GPU's NVLink states in the stored form (known keys, by link index)."""
+    rows = [
+        {key: row.get(key) for key in NVLINK_KEYS if key in row}
+        for row in value or []
+        if isinstance(row, dict) and isinstance(row.get("link"), int)
+    ]
+    return sorted(rows, key=lambda row: row["link"])
 
 
 def topology_digest(topology: dict[str, Any]) -> str:
@@ -143,6 +154,13 @@ def topology_shape_problem(value: Any) -> str:
             return f"links[{i}] needs text a, b and kind"
     if not isinstance(value.get("devices", []), list):
         return "devices must be a list"
+    for i, device in enumerate(value.get("devices", [])):
+        nvlinks = device.get("nvlinks", []) if isinstance(device, dict) else []
+        if not isinstance(nvlinks, list) or not all(
+            isinstance(row, dict) and isinstance(row.get("link"), int) and row.get("state") in ("active", "inactive")
+            for row in nvlinks
+        ):
+            return f"devices[{i}].nvlinks needs {{link: integer, state: active or inactive}} items"
     return ""
 
 
@@ -151,7 +169,9 @@ def _pair_kinds(topology: dict[str, Any]) -> dict[frozenset[str], str]:
 
 
 def topology_departures(expected: dict[str, Any], actual: dict[str, Any]) -> list[Departure]:
-    """The expected pairs the actual topology prints worse or not at all (in the expected order)."""
+    """The expected pairs the actual topology prints worse or not at all (in the expected order), then each NVLink
+    the model expects active that the node reports inactive or not at all (pair `GPU3-NVLink2`). NVLinks are
+    compared only for a GPU whose report carries them (`nvidia-smi nvlink -s` ran)."""
     if not expected or topology_shape_problem(expected) or not expected.get("links"):
         return []  # none, or malformed data (the API refuses it; an admin edit must not break ingestion)
     kinds = _pair_kinds(actual)
@@ -160,6 +180,27 @@ def topology_departures(expected: dict[str, Any], actual: dict[str, Any]) -> lis
         got = kinds.get(frozenset((link["a"], link["b"])))
         if got is None or _worse(got, link["kind"]):
             departures.append(Departure(link["a"], link["b"], link["kind"], got))
+    return departures + _nvlink_departures(expected, actual)
+
+
+def _nvlink_states(topology: dict[str, Any]) -> dict[str, dict[int, str]]:
+    return {
+        d["name"]: {row["link"]: row.get("state") for row in _nvlinks(d["nvlinks"])}
+        for d in topology.get("devices") or []
+        if isinstance(d, dict) and d.get("name") and isinstance(d.get("nvlinks"), list)
+    }
+
+
+def _nvlink_departures(expected: dict[str, Any], actual: dict[str, Any]) -> list[Departure]:
+    seen = _nvlink_states(actual)
+    departures = []
+    for device, links in _nvlink_states(expected).items():
+        if device not in seen:
+            continue  # no nvlink status for this GPU (tool absent or failed): nothing to compare
+        for index, state in links.items():
+            got = seen[device].get(index)
+            if state == "active" and got != "active":
+                departures.append(Departure(device, f"NVLink{index}", "active", got))
     return departures
 
 
@@ -193,7 +234,7 @@ def node_topology_check(node: Node) -> TopologyCheck:
     current = node_topology_current(node)
     if current is None:
         return TopologyCheck([f"no topology reported (the {model.name} model expects {len(expected['links'])} links)"])
-    departures = topology_departures(expected, {"links": current.links})
+    departures = topology_departures(expected, {"links": current.links, "devices": current.devices})
     if not departures:
         return TopologyCheck([])
     pairs = [f"{d.pair} is {d.actual or 'no link reported'}, expected {d.expected}" for d in departures[:8]]

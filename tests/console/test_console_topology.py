@@ -129,3 +129,17 @@ def test_a_node_outside_the_users_scope_shows_no_topology():
     client = _client(scoped_user("viewer", place.site))
     assert client.get(f"/nodes/{other.node.hostname}/").status_code == 404
     assert client.get(f"/api/cmdb/nodes/{other.node.pk}/topology/").status_code == 404
+
+
+def test_nvlink_states_are_a_column_and_a_link_down_that_the_model_expects_up_departs():
+    place = build_place("tn", cards=8, nics=2)
+    _expect(place.node, hgx_topology(nics=2, nvlinks=18))
+    _report(place.node, hgx_topology(nics=2, nvlinks=18, inactive=(("GPU3", 7),)))
+    page = _page(scoped_user("viewer", place.site), place.node)
+    matrix = _matrix(page)
+    assert '<th class="aff">NVLinks</th>' in matrix and matrix.count('<td class="aff">18 active</td>') == 7
+    assert (
+        '<td class="aff departs" title="the model expects link 7 active">17 of 18 active '
+        '<span class="muted">down: 7</span></td>' in matrix
+    )
+    assert '<span class="mono">GPU3-NVLink7</span>: expected <span class="mono">active</span>' in page

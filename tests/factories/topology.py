@@ -7,9 +7,15 @@ from typing import Any
 
 
 def hgx_topology(
-    gpus: int = 8, nics: int = 8, nvlink: str = "NV18", moved: dict[tuple[str, str], str] | None = None
+    gpus: int = 8,
+    nics: int = 8,
+    nvlink: str = "NV18",
+    moved: dict[tuple[str, str], str] | None = None,
+    nvlinks: int = 0,
+    inactive: tuple[tuple[str, int], ...] = (),
 ) -> dict[str, Any]:
-    """The report's `topology` object; `moved` overrides the kind of some pairs (a, b in device order)."""
+    """The report's `topology` object; `moved` overrides the kind of some pairs (a, b in device order). With
+    `nvlinks`, each GPU carries that many NVLink states (`nvidia-smi nvlink -s`), those in `inactive` down."""
     names = [f"GPU{i}" for i in range(gpus)] + [f"NIC{i}" for i in range(nics)]
     devices: list[dict[str, Any]] = [
         {
@@ -37,4 +43,14 @@ def hgx_topology(
             if b.startswith("NIC"):
                 link["b_alias"] = f"mlx5_{b[3:]}"
             links.append(link)
-    return {"sources": ["nvidia-smi topo -m"], "devices": devices, "links": links}
+    sources = ["nvidia-smi topo -m"]
+    if nvlinks:
+        sources.append("nvidia-smi nvlink -s")
+        for device in devices[:gpus]:
+            device["nvlinks"] = [
+                {"link": i, "state": "inactive", "speed_gbps": None}
+                if (device["name"], i) in inactive
+                else {"link": i, "state": "active", "speed_gbps": 26.562}
+                for i in range(nvlinks)
+            ]
+    return {"sources": sources, "devices": devices, "links": links}
