@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.contenttypes.models import ContentType
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from cmdb import models as m
 from cmdb.services.topology import server_model_expected_topology_set, topology_departures
@@ -54,3 +56,31 @@ def test_nvlink_comparison_table():
     for name, (actual, want) in cases.items():
         got = [(d.a, d.b, d.expected, d.actual) for d in topology_departures(expected, actual)]
         assert got == want, name
+
+
+def _changed_with_nvlinks(post, hostname: str, gpus: int) -> int:
+    node = make_node(hostname, cards=gpus, nics=2)
+    token = agent_token_issue(node=node).token
+    post(report_of(node, topology=hgx_topology(gpus=gpus, nics=2, nvlinks=18)), token)
+    down = hgx_topology(gpus=gpus, nics=2, nvlinks=18, inactive=(("GPU0", 5),))
+    report = report_of(node, topology=down, collected_at="2030-01-01T00:00:00Z")
+    with CaptureQueriesContext(connection) as ctx:
+        body = post(report, token).json()
+    assert body["summary"]["topology_changed"] == 1, body
+    return len(ctx.captured_queries)
+
+
+def test_a_changed_topology_with_nvlink_states_costs_the_same_queries_for_2_and_8_gpus(post):
+    assert _changed_with_nvlinks(post, "gpu-nv02", 2) == _changed_with_nvlinks(post, "gpu-nv08", 8)
+
+
+@pytest.mark.parametrize("gpus", [2, 8])
+def test_an_unchanged_report_with_nvlink_states_stays_two_queries(post, django_assert_max_num_queries, gpus):
+    node = make_node(f"gpu-nv1{gpus}", cards=gpus, nics=2)
+    token = agent_token_issue(node=node).token
+    topology = hgx_topology(gpus=gpus, nics=2, nvlinks=18)
+    assert post(report_of(node, topology=topology), token).json()["status"] == "applied"
+    report = report_of(node, topology=topology, collected_at="2030-01-01T00:00:00Z")
+    with django_assert_max_num_queries(2):
+        body = post(report, token).json()
+    assert body["status"] == "unchanged", body
