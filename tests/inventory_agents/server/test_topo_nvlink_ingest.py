@@ -84,3 +84,17 @@ def test_an_unchanged_report_with_nvlink_states_stays_two_queries(post, django_a
     with django_assert_max_num_queries(2):
         body = post(report, token).json()
     assert body["status"] == "unchanged", body
+
+
+def test_api_refuses_malformed_nvlink_states_in_an_expected_topology(admin_client):
+    node = make_node("gpu-nv31")
+    url = f"/api/cmdb/server-models/{node.server_model_id}/"
+    links = [{"a": "GPU0", "b": "GPU1", "kind": "NV18"}]
+    bad = {"links": links, "devices": [{"name": "GPU0", "type": "gpu", "nvlinks": [{"link": "0", "state": "up"}]}]}
+    response = admin_client.patch(url, {"expected_topology": bad}, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"] == {
+        "expected_topology": ["devices[0].nvlinks needs {link: integer, state: active or inactive} items"]
+    }
+    good = {"links": links, "devices": [{"name": "GPU0", "type": "gpu", "nvlinks": [{"link": 0, "state": "active"}]}]}
+    assert admin_client.patch(url, {"expected_topology": good}, content_type="application/json").status_code == 200
