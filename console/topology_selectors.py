@@ -53,7 +53,7 @@ class TopologyRow:
     nearest_nics: list[str] = field(default_factory=list)
     nearest_kind: str = ""
     departs: bool = False
-    # `nvidia-smi nvlink -s`: "18 active" / "17 of 18 active", the inactive link numbers, those the model expects up.
+    # `nvidia-smi nvlink -s`: "18/18" (active of all), the inactive link numbers, those the model expects up.
     nvlinks: str = ""
     nvlinks_inactive: list[int] = field(default_factory=list)
     nvlinks_departing: list[int] = field(default_factory=list)
@@ -136,7 +136,7 @@ def node_topology_matrix(node: Node) -> TopologyMatrix | None:
         if isinstance(device.get("nvlinks"), list) and device["nvlinks"]:
             states = device["nvlinks"]
             active = sum(1 for s in states if s.get("state") == "active")
-            row.nvlinks = f"{active} active" if active == len(states) else f"{active} of {len(states)} active"
+            row.nvlinks = f"{active}/{len(states)}"  # active of all
             row.nvlinks_inactive = [s["link"] for s in states if s.get("state") != "active"]
         if device.get("type") != "nic" and nics:
             by_rank: dict[float, list[str]] = {}

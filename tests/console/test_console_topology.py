@@ -74,7 +74,7 @@ def test_the_matrix_shows_every_pair_and_highlights_the_departures_with_what_was
         for m_ in re.finditer(r'<tr class="t-\w+[^"]*">\s*<th class="dev" title="(\w+)[^<]*<.*?</tr>', matrix, re.S)
     }
     assert 'mlx5_0 <span class="muted">PIX</span>' in rows["GPU0"]
-    assert '<span class="muted">none closer than SYS</span>' in rows["GPU1"]
+    assert '<span class="muted" title="no NIC closer than SYS">all SYS</span>' in rows["GPU1"]
     assert '<td class="aff">0-51</td>' in rows["GPU0"] and '<td class="aff">52-103</td>' in rows["GPU7"]
     assert 'class="t-gpu row-departs"' in matrix  # the departing rows are marked
     assert f'href="/api/cmdb/nodes/{place.node.pk}/topology/"' in page
@@ -137,9 +137,10 @@ def test_nvlink_states_are_a_column_and_a_link_down_that_the_model_expects_up_de
     _report(place.node, hgx_topology(nics=2, nvlinks=18, inactive=(("GPU3", 7),)))
     page = _page(scoped_user("viewer", place.site), place.node)
     matrix = _matrix(page)
-    assert '<th class="aff">NVLinks</th>' in matrix and matrix.count('<td class="aff">18 active</td>') == 7
+    assert '<th class="aff" title="active NVLinks of all (nvidia-smi nvlink -s)">NVLinks</th>' in matrix
+    assert matrix.count('<td class="aff">18/18</td>') == 7
     assert (
-        '<td class="aff departs" title="the model expects link 7 active">17 of 18 active '
-        '<span class="muted">down: 7</span></td>' in matrix
+        '<td class="aff departs" title="the model expects link 7 active">17/18 <span class="muted">down 7</span></td>'
+        in matrix
     )
     assert '<span class="mono">GPU3-NVLink7</span>: expected <span class="mono">active</span>' in page

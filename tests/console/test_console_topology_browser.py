@@ -1,5 +1,5 @@
 """In a real browser (headless Chromium through Playwright), at 1440 px: the node page's topology matrix of an
-8-GPU + 8-NIC node fits its panel without scrolling, and the departing cells stand out."""
+8-GPU + 8-NIC node, with its NVLink states, fits its panel without scrolling, and the departing cells stand out."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ def test_the_topology_matrix_is_readable_at_1440_px(browser, live_server, tmp_pa
     from playwright.sync_api import expect
 
     place = build_place("tb", cards=8, nics=8)
-    server_model_expected_topology_set(place.node.server_model, hgx_topology())
-    moved = hgx_topology(moved={("GPU2", "GPU5"): "NV12", ("GPU1", "NIC1"): "SYS"})
+    server_model_expected_topology_set(place.node.server_model, hgx_topology(nvlinks=18))
+    moved = hgx_topology(moved={("GPU2", "GPU5"): "NV12", ("GPU1", "NIC1"): "SYS"}, nvlinks=18, inactive=(("GPU3", 7),))
     node_topology_record(place.node, topology_canonical(moved), None)
     UserFactory(username="topo-browser", password="s3cret-pass", is_superuser=True)
 
@@ -40,8 +40,9 @@ def test_the_topology_matrix_is_readable_at_1440_px(browser, live_server, tmp_pa
     # Cells are wide enough to read a kind (NV18 at the table's font), and departures are coloured apart.
     cell = matrix.locator("tbody tr").nth(0).locator("td").nth(1)
     assert cell.inner_text() == "NV18" and cell.bounding_box()["width"] >= 28
-    departing = matrix.locator("td.departs")
-    assert departing.count() == 4
+    departing = matrix.locator("td.departs:not(.aff)")
+    assert departing.count() == 4  # two pairs, each in both of its cells
+    assert matrix.locator("td.aff.departs").inner_text() == "17/18 down 7"  # GPU3's NVLink 7
     plain_bg = cell.evaluate("e => getComputedStyle(e).backgroundColor")
     assert departing.first.evaluate("e => getComputedStyle(e).backgroundColor") != plain_bg
     print(f"screenshot: {tmp_path / 'node-topology.png'}")
