@@ -1,6 +1,7 @@
 """Agent report ingestion at fleet scale, through the real endpoint (POST /api/agent/reports/).
 
 Usage: python bench/ingest_bench.py [--database-url URL] [--nodes N] [--procs P] [--skip-seed] [--phases ...]
+                                    [--topology]
 
 1. The large demo fleet (12,500 nodes, 100,000 accelerators) is loaded if absent (`demo_load(scale="large")`).
 2. Every bench node gets a fresh agent token; earlier bench state (ingest state, stored reports) is cleared.
@@ -11,6 +12,10 @@ Usage: python bench/ingest_bench.py [--database-url URL] [--nodes N] [--procs P]
    - unchanged: the same inventory again with a new collected_at: the cheap path (digest compare, one UPDATE);
    - changed:   a driver upgrade on every node (8 cards + installed software change, change records written).
    `--phases changed` alone runs the upgrade as each node's first report after the clean slate.
+   With `--topology`, every report also carries an intra-node topology (`nvidia-smi topo -m` of an HGX-like board:
+   the node's cards and HCAs, with `nvidia-smi nvlink -s` states of 18 links per GPU), and the changed phase also
+   takes one NVLink of GPU0 down (a topology write and a departure when the model expects one). Run the bench with
+   and without it to see what topology costs.
 Prints reports/s, queries per report (counted with a connection execute_wrapper), latency percentiles, and the
 CPU each report costs in the client process (Django: request handling, validation, reconciliation) and in its
 PostgreSQL backend (read from /proc), with the throughput that CPU cost allows on idle cores: the wall figures
@@ -48,6 +53,40 @@ def _setup(url: str) -> None:
     import django
 
     django.setup()
+
+
+def _topology(cards: int, hcas: int, down: bool) -> dict:
+    """An HGX-like board's topology: NV18 between GPUs, GPU i next to HCA i % hcas (PIX), the rest SYS."""
+    gpus = [f"GPU{i}" for i in range(cards)]
+    nics = [f"NIC{i}" for i in range(hcas)]
+    devices = [
+        {
+            "name": g,
+            "type": "gpu",
+            "alias": None,
+            "cpu_affinity": "0-55" if i < cards // 2 else "56-111",
+            "numa_affinity": str(int(i >= cards // 2)),
+            "nvlinks": [
+                {"link": n, "state": "inactive", "speed_gbps": None}
+                if down and i == 0 and n == 0
+                else {"link": n, "state": "active", "speed_gbps": 26.562}
+                for n in range(18)
+            ],
+        }
+        for i, g in enumerate(gpus)
+    ] + [{"name": n, "type": "nic", "alias": f"mlx5_{i}"} for i, n in enumerate(nics)]
+    links = []
+    names = gpus + nics
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            if b.startswith("GPU"):
+                kind = "NV18"
+            elif a.startswith("GPU"):
+                kind = "PIX" if int(a[3:]) % hcas == int(b[3:]) else "SYS"
+            else:
+                kind = "SYS"
+            links.append({"a": a, "b": b, "kind": kind, **({"b_alias": f"mlx5_{b[3:]}"} if b in nics else {})})
+    return {"sources": ["nvidia-smi topo -m", "nvidia-smi nvlink -s"], "devices": devices, "links": links}
 
 
 def _prepare(args) -> list[tuple[str, bytes, bytes, bytes]]:
@@ -100,6 +139,10 @@ def _prepare(args) -> list[tuple[str, bytes, bytes, bytes]]:
                 card["driver_version"] = version
             changed["software"] = [s for s in changed["software"] if s["component"] != component]
             changed["software"].append({"component": component, "version": version})
+            if args.topology:
+                cards, hcas = len(first["accelerators"]), max(1, len(first.get("infiniband") or []))
+                first["topology"] = unchanged["topology"] = _topology(cards, hcas, down=False)
+                changed["topology"] = _topology(cards, hcas, down=True)
             out.append((tokens[node.pk], *(json.dumps(r).encode() for r in (first, unchanged, changed))))
     return out
 
@@ -202,6 +245,7 @@ def main() -> int:
         default="first,unchanged,changed",
         help="comma-separated subset of first,unchanged,changed (each starts from a clean slate)",
     )
+    parser.add_argument("--topology", action="store_true", help="reports carry an intra-node topology")
     args = parser.parse_args()
     _setup(args.database_url)
     from django.db import connection
@@ -216,7 +260,8 @@ def main() -> int:
     sample = prepared[:50]
     cards = sum(len(json.loads(p[1])["accelerators"]) for p in sample) / max(1, len(sample))
     print(
-        f"prepared {len(prepared)} reports (~{cards:.0f} cards, {len(prepared[0][1]) // 1024} KiB each) in "
+        f"prepared {len(prepared)} reports (~{cards:.0f} cards, {len(prepared[0][1]) // 1024} KiB each"
+        f"{', with topology' if args.topology else ''}) in "
         f"{time.monotonic() - started:.0f} s",
         flush=True,
     )

@@ -20,7 +20,8 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class AcceleratorFailure:
-    """A card was marked failed by a severe health signal."""
+    """A card was marked failed by a severe health signal, or a signal graded 'drain and repair' left it degraded
+    (a topology departure): either way it needs a repair case."""
 
     accelerator_id: int
     node_id: int | None

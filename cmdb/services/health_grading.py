@@ -26,6 +26,12 @@ class Grade:
             return Health.FAILED
         return Health.OK if self.severity == Severity.INFO else Health.DEGRADED
 
+    @property
+    def opens_repair(self) -> bool:
+        """A new event graded so on a card asks the workflows for a repair (cmdb.hooks.accelerator_failed): the
+        card is failed, or the action is 'drain and repair' on a card left degraded (a topology departure)."""
+        return self.marks_failed or self.action == HealthAction.DRAIN_REPAIR
+
 
 UNGRADED = Grade(Severity.WARNING, HealthAction.MONITOR, False, "No policy for this signal")
 

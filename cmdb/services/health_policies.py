@@ -64,14 +64,15 @@ DEFAULT_POLICIES: list[tuple[str, str, str, str, bool, str]] = [
     ("disk", "", "warning", "monitor", False, "A disk is filling up or failing"),
     ("memory", "", "warning", "monitor", False, "Host memory nearly exhausted or failing"),
     ("node_unhealthy", "", "warning", "monitor", False, "A monitor reports the node unhealthy"),
-    # Added by 0007.
+    # Added by 0007, made degraded (not failed) by 0008: the card works, its links do not; the repair names the pair.
     (
         "topology",
         "departure",
         "critical",
         "drain_repair",
-        True,
-        "Topology departs from the server model (fewer NVLinks, a GPU-NIC path moved to SYS): drain and repair",
+        False,
+        "Topology departs from the server model (fewer NVLinks, a GPU-NIC path moved to SYS): degraded, drain "
+        "and repair",
     ),
 ]
 

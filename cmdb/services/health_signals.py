@@ -77,8 +77,9 @@ def health_signal_raise(
     policies: PolicyBook | None = None,
 ) -> SignalResult:
     """Open (or count again) the event of one signal, grade it with the health policy, set the card's and the
-    node's health, and - for a new event graded `marks_failed` on a card - call `cmdb.hooks.accelerator_failed`
-    (the workflows open or update the repair ticket), exactly as agent ingestion does.
+    node's health, and - for a new event on a card graded `marks_failed` or drain_repair - call
+    `cmdb.hooks.accelerator_failed` (the workflows open or update the repair ticket), exactly as agent ingestion
+    does.
 
     The hook runs in a savepoint: a receiver that raises loses only its own writes; the event stands and the
     error is returned (`hook_error`) for the caller to record.
@@ -136,7 +137,7 @@ def health_signal_raise(
         _card_health_set(card, health, message if health == grade.health else card.health_detail, now)
     _node_health_set(node, worst(node.health, _node_health(node, policies)))
     hook_error = ""
-    if created and card is not None and grade.marks_failed:
+    if created and card is not None and grade.opens_repair:
         try:
             with transaction.atomic():
                 accelerator_failed(

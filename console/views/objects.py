@@ -45,6 +45,7 @@ from workflows.rollouts.selectors import node_dry_run_notes
 from workflows.selectors import state_tone, ticket_list
 
 from ..history import ViewScope, change_rows, object_changes, object_filter_value
+from ..topology_selectors import node_topology_matrix
 
 LIST_LIMIT = 20
 
@@ -189,6 +190,7 @@ def node_context(request: HttpRequest, node: Node) -> dict[str, Any]:
         "cards": cards,
         "failed_cards": [c for c in cards if c.health == "failed" and c.serial],
         "nics": _nics(node, scope),
+        "topology": node_topology_matrix(node),
         "software": list(InstalledSoftware.objects.filter(node=node).select_related("package").order_by("component")),
         "tickets": tickets,
         "more_tickets": more_tickets,

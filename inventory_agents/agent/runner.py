@@ -73,6 +73,7 @@ COMMANDS: Dict[str, Sequence[Sequence[str]]] = {
     "npu-smi-info.txt": (("npu-smi", "info"),),
     "npu-smi-info-m.txt": (("npu-smi", "info", "-m"),),
     "nvidia-smi-topo-m.txt": (("nvidia-smi", "topo", "-m"),),
+    "nvidia-smi-nvlink-s.txt": (("nvidia-smi", "nvlink", "-s"),),
     "npu-smi-info-t-topo.txt": (("npu-smi", "info", "-t", "topo"),),
     "hy-smi-showtopo.txt": (("hy-smi", "--showtopo"),),
     "rocm-smi-showtopo.txt": (("rocm-smi", "--showtopo"),),

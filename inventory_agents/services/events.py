@@ -1,4 +1,5 @@
-"""Health signals -> HealthEvent rows, card and node health, and the failed-card hook.
+"""Health signals -> HealthEvent rows, card and node health, and the failed-card hook (for every new event on a
+card graded `marks_failed` or with the action drain_repair: a repair is opened for a degraded card too).
 
 Deduplication: one open event per `dedup_key` (`acc:<id>:<kind>:<code>`, `node:<id>:<kind>:<code>`); the
 database holds that. A signal whose event is open only counts occurrences not counted before (fingerprints
@@ -177,7 +178,7 @@ class EventBook:
             run.events_new.append(event)
             run.summary["events_created"] += 1
             card = pending.accelerator
-            if grade.marks_failed and card is not None:
+            if grade.opens_repair and card is not None:
                 self.failures.append(Failure(event, card, is_repeat=card.pk in self.failing_cards))
                 self.failing_cards.add(card.pk)
         seen = {c.pk for c in run.node_cards if c.pk and not c.is_missing}

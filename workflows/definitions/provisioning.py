@@ -5,7 +5,7 @@
     awaiting_cabling --confirm_cabling (technician)--> configuring_ports [configure_ports: switch adapter]
     --ports_configured--> installing_os [install_os: PXE hand-off, callback or poll] --os_installed-->
     installing_driver [install_driver: baseline via the executor] --driver_installed-->
-    burn_in [burn_in: all expected cards healthy in agent reports over the window] --burned_in-->
+    burn_in [burn_in: all expected cards healthy, topology as the model expects, over the window] --burned_in-->
     joining [join_cluster: cluster, scheduler, status active] --joined--> done
     any working state --rollback--> rolled_back [rollback: ports restored, OS job cancelled, planned links removed,
                                                  rack position released, node back to received]
@@ -269,8 +269,9 @@ def install_driver(ctx: StepContext) -> StepOutcome:
 
 @step("burn_in", label="Burn-in", time_limit_s=120)
 def burn_in(ctx: StepContext) -> StepOutcome:
-    """Wait until agent reports show every expected card healthy (and the baseline driver) for the whole burn-in
-    window; any bad report restarts the window; give up after BURN_IN_TIMEOUT_MINUTES."""
+    """Wait until agent reports show every expected card healthy, the baseline driver and the server model's
+    expected topology (each departing pair named) for the whole burn-in window; any bad report restarts the window;
+    give up after BURN_IN_TIMEOUT_MINUTES."""
     from cmdb.models import NodeStatus
     from cmdb.services.nodes import nodes_set_status
     from workflows.rollouts.provisioning.services import ProvisioningError, burn_in_problems
@@ -286,7 +287,10 @@ def burn_in(ctx: StepContext) -> StepOutcome:
         ctx.effect("status_burn_in", to_burn_in)
         started = dt.datetime.fromisoformat(ctx.state.setdefault("burn_in_started", ctx.now.isoformat()))
         window = dt.timedelta(minutes=_setting("BURN_IN_WINDOW_MINUTES"))
-        problems = burn_in_problems(run, since=started, check_versions=not run.options.get("driver_dry_run"))
+        notes: list[str] = []
+        problems = burn_in_problems(
+            run, since=started, check_versions=not run.options.get("driver_dry_run"), notes=notes
+        )
         if problems:
             if ctx.state.pop("healthy_since", None):
                 ctx.log(f"burn-in window restarted: {'; '.join(problems)}", level="warning")
@@ -294,7 +298,7 @@ def burn_in(ctx: StepContext) -> StepOutcome:
             ctx.state.setdefault("healthy_since", ctx.now.isoformat())
         healthy_since = ctx.state.get("healthy_since")
         if healthy_since and ctx.now - dt.datetime.fromisoformat(healthy_since) >= window:
-            return Done(transition="burned_in", message=f"healthy in every report for {window}")
+            return Done(transition="burned_in", message="; ".join([f"healthy in every report for {window}", *notes]))
         if ctx.now >= ctx.deadline("burn_in", dt.timedelta(minutes=_setting("BURN_IN_TIMEOUT_MINUTES"))):
             raise ProvisioningError(f"burn-in did not pass: {'; '.join(problems) or 'window not completed'}")
         what = "; ".join(problems) if problems else f"healthy since {healthy_since[11:19]} UTC"

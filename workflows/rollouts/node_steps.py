@@ -13,6 +13,7 @@ from typing import Any
 
 from cmdb.models import Accelerator, AcceleratorLifecycle, InstalledSoftware, Node, NodeStatus
 from cmdb.services.nodes import node_uncordon, nodes_set_status
+from cmdb.services.topology import node_topology_check
 from integrations.executors import CommandResult, ExecTarget, command_render, executor_get
 from integrations.schedulers import SchedulerNode, scheduler_for
 from inventory_agents.services.liveness import cards_last_seen
@@ -143,10 +144,12 @@ def reboot(ctx: NodeStepContext) -> Outcome:
     return Next("verify", f"reboot requested ({result['summary']})")
 
 
-def verification_problems(run: NodeRun, component: str) -> list[str]:
+def verification_problems(run: NodeRun, component: str, notes: list[str] | None = None) -> list[str]:
     """What keeps a fresh agent report from confirming the run: the node reported after `verify_since`, with the
-    target version of the component, every card it had when drained present, each seen since and healthy."""
-    node = Node.objects.get(pk=run.node_id)
+    target version of the component, every card it had when drained present, each seen since and healthy, and
+    the topology its server model expects (cmdb.services.topology.node_topology_check: each departing pair
+    named). What was not checked (a model without an expected topology) is appended to `notes`."""
+    node = Node.objects.select_related("server_model", "topology").get(pk=run.node_id)
     since = run.verify_since
     problems = []
     if node.last_seen_at is None or since is None or node.last_seen_at <= since:
@@ -170,6 +173,10 @@ def verification_problems(run: NodeRun, component: str) -> list[str]:
     sick = [f"{s} ({cards[s].health})" for s in run.expected_serials if s in cards and cards[s].health != "ok"]
     if sick:
         problems.append(f"card(s) not healthy: {', '.join(sick)}")
+    topology = node_topology_check(node)
+    problems.extend(topology.problems)
+    if topology.note and notes is not None:
+        notes.append(topology.note)
     return problems
 
 
@@ -178,12 +185,11 @@ def verify(ctx: NodeStepContext) -> Outcome:
     run = ctx.run
     if run.is_dry_run:
         return Next("resume", "dry run: nothing was installed, so nothing to verify")
-    problems = verification_problems(run, ctx.rollout.component)
+    notes: list[str] = []
+    problems = verification_problems(run, ctx.rollout.component, notes)
     if not problems:
-        return Next(
-            "resume",
-            f"agent confirms {ctx.rollout.component} {run.target_version}, {len(run.expected_serials)} cards healthy",
-        )
+        confirmed = f"agent confirms {ctx.rollout.component} {run.target_version}, {len(run.expected_serials)} cards"
+        return Next("resume", "; ".join([f"{confirmed} healthy", *notes]))
     timeout_s = RolloutOptions.from_dict(ctx.rollout.options).verify_timeout_s
     deadline = ctx.deadline("verify", timeout_s)
     if ctx.now >= deadline:

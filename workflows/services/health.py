@@ -50,7 +50,8 @@ def on_accelerator_failed(failure: AcceleratorFailure) -> Ticket:
     open_ticket = Ticket.objects.select_for_update().filter(dedup_key=key, is_open=True).first()
     if open_ticket is None:
         card = Accelerator.objects.select_related("model", "node").get(pk=failure.accelerator_id)
-        title = f"{card.model} {card} failed in {card.node} slot {card.slot_index}: {failure.kind} {failure.code}"
+        state = "failed" if card.health == "failed" else "needs repair"  # a drain_repair signal on a degraded card
+        title = f"{card.model} {card} {state} in {card.node} slot {card.slot_index}: {failure.kind} {failure.code}"
         try:
             with transaction.atomic():  # a savepoint: losing the race must not spoil the caller's transaction
                 ticket = ticket_create(

@@ -180,7 +180,7 @@ class NodeViewSet(CmdbViewSet):
         if current is None:
             raise NotFound(f"{node.hostname} has reported no topology.")
         expected = node.server_model.expected_topology if node.server_model else {}
-        departures = topology_departures(expected, {"links": current.links})
+        departures = topology_departures(expected, {"links": current.links, "devices": current.devices})
         return Response(
             {
                 "node": node.hostname,

@@ -1,8 +1,10 @@
-"""Intra-node topology: `nvidia-smi topo -m`, `npu-smi info -t topo`, `rocm-smi --showtopo` / `hy-smi --showtopo`.
+"""Intra-node topology: `nvidia-smi topo -m`, `npu-smi info -t topo`, `rocm-smi --showtopo` / `hy-smi --showtopo`,
+and the state of each NVLink from `nvidia-smi nvlink -s`.
 
 The result is the report's top-level `topology` object:
   devices: [{name, type (gpu/npu/nic), alias (NIC0 -> mlx5_0 from the NIC legend), cpu_affinity, numa_affinity,
-             gpu_numa_id, numa_node}]   (affinity keys only where the tool prints them)
+             gpu_numa_id, numa_node, nvlinks}]   (affinity keys only where the tool prints them; nvlinks:
+             [{link, state (active/inactive), speed_gbps}] per GPU where `nvidia-smi nvlink -s` ran)
   links:   [{a, b, kind, [a_alias], [b_alias], [weight], [hops]}]  one per device pair the tool prints
   sources: the tools that produced it.
 
@@ -322,6 +324,76 @@ def parse_rocm_topo(text: str, tool: str) -> Dict[str, Any]:
     return {"devices": devices, "links": links}
 
 
+# --------------------------------------------------------------------------------------- nvidia-smi nvlink -s
+
+NVLINK_NAME = "nvidia-smi-nvlink-s.txt"
+NVLINK_TOOL = "nvidia-smi nvlink -s"
+# "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)"; the UUID is absent on some old drivers.
+_NVLINK_GPU_RE = re.compile(r"^GPU (\d+): (.+?)(?: \(UUID: ([^)]*)\))?$")
+# "Link 0: 26.562 GB/s" (R450 and later), "Link 0: 25 GB/s" (older), "Link 3: <inactive>" / "inactive".
+_NVLINK_LINK_RE = re.compile(r"^Link (\d+): (?:(\d+(?:\.\d+)?) GB/s|<?(inactive)>?)$", re.I)
+# Lines some drivers print around the table that say nothing about a link.
+_NVLINK_NOISE_RE = re.compile(r"^(NVLink is not supported|NVLINK is not supported|No NVLinks? found)", re.I)
+
+
+def parse_nvlink_status(text: str, tool: str = NVLINK_TOOL) -> Dict[str, List[Dict[str, Any]]]:
+    """`nvidia-smi nvlink -s` -> {"GPU0": [{"link": 0, "state": "active", "speed_gbps": 26.562}, {"link": 3,
+    "state": "inactive", "speed_gbps": None}], ...}. A GPU without NVLink maps to []. Anything else in the
+    output - a link line before any GPU, an unreadable line, a link listed twice, a speed without its unit, a last
+    GPU cut short (fewer links than the GPU before it) - raises ToolError naming the tool and the line."""
+    gpus: Dict[str, List[Dict[str, Any]]] = {}
+    current: Optional[str] = None
+    last_line = 0
+    for number, raw in enumerate(_clean_lines(text), start=1):
+        line = " ".join(raw.split())
+        if not line or _NVLINK_NOISE_RE.match(line):
+            continue
+        header = _NVLINK_GPU_RE.match(line)
+        if header:
+            current = "GPU" + header.group(1)
+            if current in gpus:
+                raise ToolError("{}: {} listed twice (line {})".format(tool, current, number))
+            gpus[current] = []
+            last_line = number
+            continue
+        link = _NVLINK_LINK_RE.match(line)
+        if link is None:
+            raise ToolError("{}: unreadable line {!r} (line {})".format(tool, line[:80], number))
+        if current is None:
+            raise ToolError("{}: a link before any GPU header (line {})".format(tool, number))
+        index = int(link.group(1))
+        if any(entry["link"] == index for entry in gpus[current]):
+            raise ToolError("{}: {} link {} listed twice (line {})".format(tool, current, index, number))
+        speed = float(link.group(2)) if link.group(2) is not None else None
+        gpus[current].append({"link": index, "state": "inactive" if link.group(3) else "active", "speed_gbps": speed})
+        last_line = number
+    if not gpus:
+        raise ToolError("{}: no GPU header (not nvlink status output)".format(tool))
+    counts = [len(links) for links in gpus.values()]
+    if len(counts) > 1 and counts[-1] < counts[-2]:
+        name = list(gpus)[-1]
+        raise ToolError(
+            "{}: output cut short: {} lists {} links, the GPU before it {} (line {})".format(
+                tool, name, counts[-1], counts[-2], last_line
+            )
+        )
+    return gpus
+
+
+def _with_nvlinks(
+    devices: List[Dict[str, Any]], nvlinks: Dict[str, List[Dict[str, Any]]], tool: str
+) -> List[Dict[str, Any]]:
+    """The matrix's devices with each GPU's `nvlinks`; GPUs the matrix lacks are an error (a capture of another
+    node, or of a GPU that fell off the bus between the two commands). Without a matrix: one device per GPU."""
+    if not devices:
+        return [{"name": name, "type": "gpu", "alias": None, "nvlinks": links} for name, links in nvlinks.items()]
+    names = {d["name"] for d in devices}
+    unknown = [name for name in nvlinks if name not in names]
+    if unknown:
+        raise ToolError("{}: {} not in the topology matrix".format(tool, ", ".join(unknown)))
+    return [dict(d, nvlinks=nvlinks[d["name"]]) if d["name"] in nvlinks else d for d in devices]
+
+
 # --------------------------------------------------------------------------------------------- collector
 
 _NO_DEVICES_RE = re.compile(r"^\s*No devices (were )?found", re.I | re.M)
@@ -362,6 +434,13 @@ def collect(source: Source) -> Fragment:
         devices.extend(parsed["devices"])
         links.extend(parsed["links"])
         sources.append(tool)
+    try:
+        text = source.output(NVLINK_NAME)
+        if text is not None and text.strip() and not _NO_DEVICES_RE.search(text):
+            devices = _with_nvlinks(devices, parse_nvlink_status(text), NVLINK_TOOL)
+            sources.append(NVLINK_TOOL)
+    except ToolError as exc:
+        errors.append({"collector": "topology", "error": str(exc)})  # the matrix stands, without link states
     fragment: Fragment = {"collector_errors": errors}
     if sources:
         fragment["topology"] = {"sources": sources, "devices": devices, "links": links}

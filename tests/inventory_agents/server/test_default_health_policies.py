@@ -31,6 +31,7 @@ def _fresh_install() -> None:
         ("0005_xid_63_94_fail_cards", "forwards"),
         ("0006_monitoring_health_policies", "ensure"),
         ("0007_topology_health_policy", "ensure"),
+        ("0008_topology_policy_default", "forward"),
     ):
         getattr(importlib.import_module(f"inventory_agents.migrations.{name}"), fn)(apps, None)
 
@@ -77,3 +78,20 @@ def test_the_demo_drops_the_nvidia_rows_older_demos_wrote_but_keeps_an_operators
     )
     call_command("seed_demo", "--scale", "small", verbosity=0)
     assert list(m.HealthPolicy.objects.filter(vendor=nvidia)) == [edited]
+
+
+def test_0008_grades_a_topology_departure_degraded_and_leaves_an_operators_edit():
+    migration = importlib.import_module("inventory_agents.migrations.0008_topology_policy_default")
+    _fresh_install()
+    topology = m.HealthPolicy.objects.get(vendor__isnull=True, kind="topology", code="departure")
+    assert (topology.severity, topology.action, topology.marks_failed) == ("critical", "drain_repair", False)
+    assert PolicyBook.load().grade(None, "topology", "departure").health == "degraded"
+    migration.backward(apps, None)
+    topology.refresh_from_db()
+    assert topology.marks_failed  # 0007's row again
+    # An operator who graded departures as monitor-only keeps that.
+    topology.action = "monitor"
+    topology.save()
+    migration.forward(apps, None)
+    topology.refresh_from_db()
+    assert (topology.action, topology.marks_failed) == ("monitor", True)

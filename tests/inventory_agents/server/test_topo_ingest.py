@@ -142,7 +142,7 @@ def test_learned_topology_matches_a_healthy_node(post, failed_calls):
     assert not m.HealthEvent.objects.filter(kind="topology").exists() and failed_calls == []
 
 
-def test_a_dropped_nvlink_fails_the_pair_and_asks_for_a_repair(post, failed_calls):
+def test_a_dropped_nvlink_degrades_the_pair_and_asks_for_a_repair(post, failed_calls):
     node, token = _learned_model(post)
     broken = topo(8, moved={("GPU2", "GPU5"): "NV12"})
     body = post(report_of(node, topology=broken), token).json()
@@ -150,8 +150,10 @@ def test_a_dropped_nvlink_fails_the_pair_and_asks_for_a_repair(post, failed_call
     [event] = m.HealthEvent.objects.filter(kind="topology")
     assert event.accelerator.slot_index == 2 and event.accelerator.node_id == node.pk
     assert "GPU2-GPU5 is NV12, expected NV18" in event.message
+    assert (event.severity, event.action) == ("critical", "drain_repair")
     card = m.Accelerator.objects.get(pk=event.accelerator_id)
-    assert card.health == "failed"
+    assert card.health == "degraded" and "GPU2-GPU5" in card.health_detail
+    assert m.Node.objects.get(pk=node.pk).health == "degraded"
     [failure] = failed_calls
     assert (failure.kind, failure.code, failure.accelerator_id) == ("topology", "departure", card.pk)
     assert "GPU2-GPU5" in failure.message
@@ -210,4 +212,6 @@ def test_a_departure_opens_a_repair_ticket_naming_the_pair(post, monkeypatch):
     monkeypatch.setattr(hooks, "_accelerator_failed", [on_accelerator_failed])
     post(report_of(node, topology=topo(8, moved={("GPU2", "GPU5"): "NV12"})), token)
     [ticket] = Ticket.objects.filter(type="repair")
-    assert "topology departure" in ticket.title and "GPU2-GPU5 is NV12, expected NV18" in ticket.description
+    assert "needs repair in" in ticket.title and "topology departure" in ticket.title
+    assert "GPU2-GPU5 is NV12, expected NV18" in ticket.description
+    assert ticket.state == "draining"  # started at once (REPAIR_AUTO_START): the node is drained first

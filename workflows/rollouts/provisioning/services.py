@@ -33,6 +33,7 @@ from cmdb.models import (
     Rack,
 )
 from cmdb.services.nodes import nodes_set_status
+from cmdb.services.topology import node_topology_check
 from gpuops.context import new_correlation_id
 from integrations.exceptions import PermanentError
 from integrations.executors import command_render, executor_get
@@ -512,10 +513,14 @@ def provisioning_driver_install(run: ProvisioningRun, package_id: int) -> dict[s
 # --- 6. burn-in ---------------------------------------------------------------------------------------------------
 
 
-def burn_in_problems(run: ProvisioningRun, *, since: dt.datetime, check_versions: bool = True) -> list[str]:
+def burn_in_problems(
+    run: ProvisioningRun, *, since: dt.datetime, check_versions: bool = True, notes: list[str] | None = None
+) -> list[str]:
     """What a fresh agent report does not show yet: every expected card (the server model's slots) present,
-    seen since `since` and healthy, and the baseline driver versions installed."""
-    node = Node.objects.select_related("server_model").get(pk=_node(run).pk)
+    seen since `since` and healthy, the baseline driver versions installed, and the topology the server model
+    expects (cmdb.services.topology.node_topology_check: each departing pair named). What was not checked (a
+    model without an expected topology) is appended to `notes`."""
+    node = Node.objects.select_related("server_model", "topology").get(pk=_node(run).pk)
     problems = []
     if node.last_seen_at is None or node.last_seen_at <= since:
         return ["no agent report yet"]
@@ -535,6 +540,10 @@ def burn_in_problems(run: ProvisioningRun, *, since: dt.datetime, check_versions
         wrong = [f"{c} {installed.get(c, 'absent')} (want {v})" for c, v in run.baseline if installed.get(c) != v]
         if wrong:
             problems.append(f"driver: {', '.join(wrong)}")
+    topology = node_topology_check(node)
+    problems.extend(topology.problems)
+    if topology.note and notes is not None:
+        notes.append(topology.note)
     return problems
 
 
