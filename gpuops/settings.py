@@ -133,10 +133,21 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-AUTHENTICATION_BACKENDS = [
-    "django.contrib.auth.backends.ModelBackend",
-    "guardian.backends.ObjectPermissionBackend",
-]
+# --- Sign-on (gpuops/signon.py, docs/operations.md#sign-on) ------------------------------------------------------
+# Local accounts always; LDAP / Active Directory when GPUOPS_LDAP_SERVER_URI is set (needs the `ldap` extra), OpenID
+# Connect when GPUOPS_OIDC_CLIENT_ID is set. Directory groups become roles and scopes through cmdb's
+# DirectoryGroupMapping rows at every login.
+from gpuops.signon import backends as _signon_backends  # noqa: E402
+from gpuops.signon import ldap_settings as _ldap_settings  # noqa: E402
+from gpuops.signon import oidc_settings as _oidc_settings  # noqa: E402
+
+GPUOPS_OIDC_ENABLED = False
+_LDAP = _ldap_settings(os.environ)
+_OIDC = _oidc_settings(os.environ)
+globals().update(_LDAP)
+globals().update(_OIDC)
+AUTHENTICATION_BACKENDS = _signon_backends(ldap_on=bool(_LDAP), oidc_on=bool(_OIDC))
+# --- end of sign-on -----------------------------------------------------------------------------------------------
 ANONYMOUS_USER_NAME = None  # no guardian anonymous user: nothing is public
 GUARDIAN_RAISE_403 = False
 

@@ -3,6 +3,7 @@
 from .accelerators import Accelerator, AcceleratorLifecycle, AcceleratorPlacement, PlacementKind
 from .base import TrackedModel
 from .catalog import AcceleratorModel, FormFactor, Interconnect, PartKind, PartModel, ServerModel, Tag, Vendor
+from .directory import DirectoryGrant, DirectoryGrantKind, DirectoryGroupMapping, ScopePerm
 from .health import HealthAction, HealthEvent, HealthPolicy, Severity
 from .history import ChangeAction, ChangeRecord
 from .locations import Rack, RackCooling, RackFace, RackStatus, RackUnit, Room, Site
@@ -58,6 +59,9 @@ __all__ = [
     "ClusterKind",
     "Component",
     "ComponentKind",
+    "DirectoryGrant",
+    "DirectoryGrantKind",
+    "DirectoryGroupMapping",
     "DriverComponent",
     "DriverPackage",
     "Fabric",
@@ -93,6 +97,7 @@ __all__ = [
     "RackUnit",
     "ReservationStatus",
     "Room",
+    "ScopePerm",
     "ServerModel",
     "Severity",
     "Site",

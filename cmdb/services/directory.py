@@ -1,0 +1,153 @@
+"""Directory groups -> gpuops roles and scopes, applied at every sign-on (LDAP and OIDC alike).
+
+`directory_grants_apply` is the one writer of grants that come from the directory. It reads the
+`DirectoryGroupMapping` rows that match the user's directory groups, grants what they give (Django group
+memberships, and scope grants through `cmdb.permissions.grant_scope`) and takes back what earlier logins granted
+from rows the user no longer matches. Each grant it makes is recorded as a `DirectoryGrant`; a grant the user
+already held by hand is left unrecorded, so it is never taken back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models.functions import Lower
+from guardian.shortcuts import get_user_perms
+
+from ..models import Cluster, DirectoryGrant, DirectoryGrantKind, DirectoryGroupMapping, Site, Tenant
+from ..permissions import grant_scope, revoke_scope
+
+security_log = logging.getLogger("gpuops.security")
+
+# (kind, group id, scope perm, site id, cluster id, tenant id): one grant, in the shape DirectoryGrant stores it.
+GrantKey = tuple[str, int | None, str, int | None, int | None, int | None]
+
+
+@dataclass
+class DirectoryGrantsResult:
+    """What one sign-on changed (for logs and tests)."""
+
+    granted: list[str] = field(default_factory=list)
+    revoked: list[str] = field(default_factory=list)
+    kept_by_hand: list[str] = field(default_factory=list)
+
+
+def _key(row: DirectoryGrant) -> GrantKey:
+    return (row.kind, row.group_id, row.scope_perm, row.site_id, row.cluster_id, row.tenant_id)
+
+
+def _wanted(directory_groups: Iterable[str]) -> dict[GrantKey, str]:
+    """Every grant the matching mapping rows give, with the directory group that gives it."""
+    names = {name.strip().lower() for name in directory_groups if name and name.strip()}
+    wanted: dict[GrantKey, str] = {}
+    if not names:
+        return wanted
+    rows = (
+        DirectoryGroupMapping.objects.annotate(name_lower=Lower("directory_group"))
+        .filter(name_lower__in=names)
+        .prefetch_related("groups")
+        .order_by("id")
+    )
+    for row in rows:
+        for group in row.groups.all():
+            wanted.setdefault((DirectoryGrantKind.GROUP, group.pk, "", None, None, None), row.directory_group)
+        if row.scope_perm:
+            key = (DirectoryGrantKind.SCOPE, None, row.scope_perm, row.site_id, row.cluster_id, row.tenant_id)
+            wanted.setdefault(key, row.directory_group)
+    return wanted
+
+
+def _scope_obj(key: GrantKey) -> Site | Cluster | Tenant:
+    _, _, _, site_id, cluster_id, tenant_id = key
+    if site_id:
+        return Site.objects.get(pk=site_id)
+    if cluster_id:
+        return Cluster.objects.get(pk=cluster_id)
+    return Tenant.objects.get(pk=tenant_id)
+
+
+def _describe(key: GrantKey) -> str:
+    kind, group_id, perm, site_id, cluster_id, tenant_id = key
+    if kind == DirectoryGrantKind.GROUP:
+        return f"group:{group_id}"
+    where = f"site:{site_id}" if site_id else f"cluster:{cluster_id}" if cluster_id else f"tenant:{tenant_id}"
+    return f"{perm}@{where}"
+
+
+def _forget_permission_caches(user: AbstractBaseUser) -> None:
+    # ModelBackend and guardian memoise permissions on the user object; the caller goes on using this one.
+    for attr in ("_perm_cache", "_user_perm_cache", "_group_perm_cache", "_guardian_perms_cache"):
+        if hasattr(user, attr):
+            delattr(user, attr)
+
+
+@transaction.atomic
+def directory_grants_apply(
+    user: AbstractBaseUser, directory_groups: Iterable[str], *, source: str
+) -> DirectoryGrantsResult:
+    """Bring the user's directory-given grants in line with `directory_groups` (their groups in the directory now).
+
+    Adds each group membership and scope grant that a matching `DirectoryGroupMapping` gives and the user lacks;
+    removes each one an earlier sign-on recorded (`DirectoryGrant`) that no matching row gives any more. Grants
+    given by hand are never touched: one the user already held is not recorded, so it is not taken back later.
+    `source` ("ldap", "oidc") is for the log. Runs in one transaction, the user row locked so two concurrent
+    sign-ons of one person do not both grant.
+    """
+    get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+    wanted = _wanted(directory_groups)
+    have = {_key(row): row for row in DirectoryGrant.objects.filter(user=user)}
+    result = DirectoryGrantsResult()
+
+    for key, row in have.items():
+        if key in wanted:
+            continue
+        if row.kind == DirectoryGrantKind.GROUP:
+            user.groups.remove(row.group_id)
+        else:
+            revoke_scope(scope_obj=_scope_obj(key), perms=[row.scope_perm], users=[user])
+        row.delete()
+        result.revoked.append(_describe(key))
+
+    member_of = set(user.groups.values_list("pk", flat=True))
+    for key, directory_group in wanted.items():
+        if key in have:
+            continue
+        kind, group_id, perm = key[0], key[1], key[2]
+        if kind == DirectoryGrantKind.GROUP:
+            if group_id in member_of:
+                result.kept_by_hand.append(_describe(key))
+                continue
+            user.groups.add(group_id)
+        else:
+            scope_obj = _scope_obj(key)
+            if perm in get_user_perms(user, scope_obj):
+                result.kept_by_hand.append(_describe(key))
+                continue
+            grant_scope(scope_obj=scope_obj, perms=[perm], users=[user])
+        DirectoryGrant.objects.create(
+            user=user,
+            kind=kind,
+            group_id=group_id,
+            scope_perm=perm,
+            site_id=key[3],
+            cluster_id=key[4],
+            tenant_id=key[5],
+            directory_group=directory_group,
+        )
+        result.granted.append(_describe(key))
+
+    _forget_permission_caches(user)
+    if result.granted or result.revoked:
+        security_log.info(
+            "directory sign-on (%s) of %s: granted %s, revoked %s",
+            source,
+            user.get_username(),
+            result.granted or "-",
+            result.revoked or "-",
+        )
+    return result
