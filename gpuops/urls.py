@@ -4,7 +4,6 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from cmdb.signon.oidc import oidc_callback, oidc_login
 from gpuops.observability import healthz, metrics_view, readyz
 
 urlpatterns = [
@@ -15,8 +14,7 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     # OpenID Connect sign-on (404 while GPUOPS_OIDC_CLIENT_ID is unset; cmdb/signon/oidc.py)
-    path("accounts/oidc/authenticate/", oidc_login, name="oidc_authentication_init"),
-    path("accounts/oidc/callback/", oidc_callback, name="oidc_authentication_callback"),
+    path("accounts/oidc/", include("cmdb.signon.urls")),
     path("api/", include("gpuops.api_urls")),
     path("rollouts/", include("workflows.rollouts.urls")),
     path("fabrics/", include("integrations.switches.ui_urls")),

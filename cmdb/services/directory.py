@@ -113,10 +113,10 @@ def directory_grants_apply(
         row.delete()
         result.revoked.append(_describe(key))
 
-    member_of = set(user.groups.values_list("pk", flat=True))
-    for key, directory_group in wanted.items():
-        if key in have:
-            continue
+    missing = [key for key in wanted if key not in have]
+    member_of = set(user.groups.values_list("pk", flat=True)) if missing else set()
+    for key in missing:
+        directory_group = wanted[key]
         kind, group_id, perm = key[0], key[1], key[2]
         if kind == DirectoryGrantKind.GROUP:
             if group_id in member_of:
