@@ -121,6 +121,9 @@ def oidc_settings(env: Mapping[str, str]) -> dict[str, Any]:
         # The claim that names the gpuops user and the one that lists the user's directory groups.
         "GPUOPS_OIDC_USERNAME_CLAIM": env.get("GPUOPS_OIDC_USERNAME_CLAIM", "preferred_username"),
         "GPUOPS_OIDC_GROUPS_CLAIM": env.get("GPUOPS_OIDC_GROUPS_CLAIM", "groups"),
+        # The ID token's `iss` must equal this when set (the provider's issuer URL).
+        "GPUOPS_OIDC_ISSUER": env.get("GPUOPS_OIDC_ISSUER", "").strip(),
+        "GPUOPS_OIDC_PROVIDER_NAME": env.get("GPUOPS_OIDC_PROVIDER_NAME", "single sign-on"),
         "LOGIN_REDIRECT_URL_FAILURE": "/accounts/login/?sso=failed",
     }
 

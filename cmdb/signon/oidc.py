@@ -8,7 +8,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import jwt
 from django.conf import settings
+from django.core.exceptions import SuspiciousOperation
 from django.http import Http404, HttpRequest, HttpResponse
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
@@ -30,6 +32,33 @@ def claim_groups(claims: dict[str, Any], name: str) -> list[str]:
 
 class DirectoryOIDCBackend(OIDCAuthenticationBackend):
     """Users found and created by the username claim (not by e-mail, which providers let people change)."""
+
+    def authenticate(self, request: HttpRequest | None, **kwargs: Any) -> Any:
+        # A bad token (signature, audience, issuer, expiry, nonce) is a failed sign-on, not a 400/500 page.
+        try:
+            return super().authenticate(request, **kwargs)
+        except SuspiciousOperation as exc:
+            security_log.warning("OIDC sign-on refused: %s", exc)
+            return None
+
+    def _verify_jws(self, payload: str, key: Any) -> dict[str, Any]:
+        """The ID token's signature, algorithm, expiry, audience (our client id) and, when set, issuer."""
+        header = jwt.get_unverified_header(payload)
+        if header.get("alg") != self.OIDC_RP_SIGN_ALGO:
+            raise SuspiciousOperation(f"ID token algorithm {header.get('alg')!r} is not {self.OIDC_RP_SIGN_ALGO}")
+        issuer = getattr(settings, "GPUOPS_OIDC_ISSUER", "") or None
+        try:
+            return jwt.decode(
+                payload,
+                key,
+                algorithms=[self.OIDC_RP_SIGN_ALGO],
+                audience=self.OIDC_RP_CLIENT_ID,
+                issuer=issuer,
+                options={"require": ["exp", "iat", "aud"]},
+                leeway=30,
+            )
+        except jwt.PyJWTError as exc:
+            raise SuspiciousOperation(f"ID token refused: {exc}") from exc
 
     def _username(self, claims: dict[str, Any]) -> str:
         value = claims.get(settings.GPUOPS_OIDC_USERNAME_CLAIM)
