@@ -149,3 +149,15 @@ def test_a_user_deactivated_in_gpuops_stays_out_whatever_the_directory_says(dire
     get_user_model().objects.filter(username="carol").update(is_active=False)
     client, status = _login("carol", "carol-pw")
     assert status == 200 and not _signed_in(client)
+
+
+def test_a_script_gets_a_token_with_its_directory_password(directory, fleet):
+    client = Client()
+    refused = client.post("/api/cmdb/auth/token/", {"username": "alice", "password": "wrong"}, "application/json")
+    assert refused.status_code == 401
+    response = client.post("/api/cmdb/auth/token/", {"username": "alice", "password": "alice-pw"}, "application/json")
+    assert response.status_code == 200
+    script = Client(HTTP_AUTHORIZATION=f"Token {response.json()['token']}")
+    assert [row["hostname"] for row in script.get("/api/cmdb/nodes/").json()["results"]] == ["sh1-gpu-001"]
+    disabled = client.post("/api/cmdb/auth/token/", {"username": "bob", "password": "bob-pw"}, "application/json")
+    assert disabled.status_code == 401

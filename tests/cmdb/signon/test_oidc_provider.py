@@ -119,3 +119,12 @@ def test_oidc_urls_are_absent_while_it_is_off(client):
     assert client.get("/accounts/oidc/authenticate/").status_code == 404
     assert client.get("/accounts/oidc/callback/?code=x&state=y").status_code == 404
     assert b"/accounts/oidc/authenticate/" not in client.get("/accounts/login/").content
+
+
+def test_a_signed_in_user_gets_an_api_token_for_scripts(provider, fleet):
+    provider.user = {**ALICE, "groups": ["dc-sh1"]}
+    client = Client()
+    _sign_in(provider, client)
+    token = client.post("/api/cmdb/auth/token/", {}, content_type="application/json").json()["token"]
+    script = Client(HTTP_AUTHORIZATION=f"Token {token}")
+    assert [row["hostname"] for row in script.get("/api/cmdb/nodes/").json()["results"]] == ["sh1-gpu-001"]
