@@ -20,6 +20,15 @@ security_log = logging.getLogger("gpuops.security")
 class DirectoryLDAPBackend(LDAPBackend):
     """django-auth-ldap's backend, with roles and scopes from the directory group mapping."""
 
+    def get_or_build_user(self, username: str, ldap_user: Any) -> tuple[Any, bool]:
+        user, built = super().get_or_build_user(username, ldap_user)
+        # A local account (one with a password of its own, such as the break-glass admin) is never taken over by a
+        # directory entry of the same name.
+        if not built and user.has_usable_password():
+            security_log.warning("LDAP sign-on as %s refused: that name is a local account", user.get_username())
+            raise ldap_user.AuthenticationFailed("the name belongs to a local account")
+        return user, built
+
     def authenticate_ldap_user(self, ldap_user: Any, password: str) -> Any:
         user = ldap_user.authenticate(password)
         if user is None:

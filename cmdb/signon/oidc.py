@@ -68,7 +68,12 @@ class DirectoryOIDCBackend(OIDCAuthenticationBackend):
         return bool(self._username(claims))
 
     def filter_users_by_claims(self, claims: dict[str, Any]) -> Any:
-        return self.UserModel.objects.filter(username__iexact=self._username(claims))
+        users = self.UserModel.objects.filter(username__iexact=self._username(claims))
+        # A local account (one with a password of its own, such as the break-glass admin) is never taken over by a
+        # provider's user of the same name.
+        if any(user.has_usable_password() for user in users):
+            raise SuspiciousOperation(f"{self._username(claims)!r} is a local account")
+        return users
 
     def create_user(self, claims: dict[str, Any]) -> Any:
         user = self.UserModel(username=self._username(claims))

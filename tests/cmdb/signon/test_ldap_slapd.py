@@ -167,3 +167,12 @@ def test_a_script_gets_a_token_with_its_directory_password(directory, fleet):
     assert [row["hostname"] for row in script.get("/api/cmdb/nodes/").json()["results"]] == ["sh1-gpu-001"]
     disabled = client.post("/api/cmdb/auth/token/", {"username": "bob", "password": "bob-pw"}, "application/json")
     assert disabled.status_code == 401
+
+
+def test_a_directory_entry_cannot_take_over_a_local_account_of_the_same_name(directory, fleet):
+    get_user_model().objects.create_superuser("carol", email="root@local", password="local-pw")
+    client, status = _login("carol", "carol-pw")
+    assert status == 200 and not _signed_in(client)
+    assert get_user_model().objects.get(username="carol").email == "root@local"
+    client, status = _login("carol", "local-pw")  # the local password still works
+    assert status == 302 and _signed_in(client)

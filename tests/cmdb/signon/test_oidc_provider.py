@@ -128,3 +128,12 @@ def test_a_signed_in_user_gets_an_api_token_for_scripts(provider, fleet):
     token = client.post("/api/cmdb/auth/token/", {}, content_type="application/json").json()["token"]
     script = Client(HTTP_AUTHORIZATION=f"Token {token}")
     assert [row["hostname"] for row in script.get("/api/cmdb/nodes/").json()["results"]] == ["sh1-gpu-001"]
+
+
+def test_a_provider_user_cannot_take_over_a_local_account_of_the_same_name(provider, fleet):
+    get_user_model().objects.create_superuser("admin", password="local-pw")
+    provider.user = {"sub": "x", "preferred_username": "Admin", "groups": ["dc-sh1"]}
+    client = Client()
+    done = _sign_in(provider, client)
+    assert done["Location"] == "/accounts/login/?sso=failed" and not _signed_in(client)
+    assert not m.DirectoryGrant.objects.exists()
