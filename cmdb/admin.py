@@ -535,3 +535,19 @@ class DirectoryGrantAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None) -> bool:
         # Deleting the record would leave the grant in place as if it had been given by hand.
         return False
+
+
+@admin.register(m.DirectoryAccount)
+class DirectoryAccountAdmin(admin.ModelAdmin):
+    """Who signs on through a directory, when they last did, and whom the directory disabled (read-only)."""
+
+    list_display = ("user", "source", "last_sign_on_at", "synced_at", "disabled_at", "disabled_reason")
+    list_filter = ("source",)
+    search_fields = ("user__username",)
+    list_select_related = ("user",)
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False

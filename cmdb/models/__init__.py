@@ -3,7 +3,7 @@
 from .accelerators import Accelerator, AcceleratorLifecycle, AcceleratorPlacement, PlacementKind
 from .base import TrackedModel
 from .catalog import AcceleratorModel, FormFactor, Interconnect, PartKind, PartModel, ServerModel, Tag, Vendor
-from .directory import DirectoryGrant, DirectoryGrantKind, DirectoryGroupMapping, ScopePerm
+from .directory import DirectoryAccount, DirectoryGrant, DirectoryGrantKind, DirectoryGroupMapping, ScopePerm
 from .health import HealthAction, HealthEvent, HealthPolicy, Severity
 from .history import ChangeAction, ChangeRecord
 from .locations import Rack, RackCooling, RackFace, RackStatus, RackUnit, Room, Site
@@ -59,6 +59,7 @@ __all__ = [
     "ClusterKind",
     "Component",
     "ComponentKind",
+    "DirectoryAccount",
     "DirectoryGrant",
     "DirectoryGrantKind",
     "DirectoryGroupMapping",

@@ -110,3 +110,24 @@ class DirectoryGrant(models.Model):
         if self.kind == DirectoryGrantKind.GROUP:
             return f"{self.user} in {self.group}"
         return f"{self.user} {self.scope_perm} on {self.site or self.cluster or self.tenant}"
+
+
+class DirectoryAccount(models.Model):
+    """A user who signs on through a directory: where from, when last, and whether the directory disabled them.
+
+    `directory_sync` (LDAP) reads these to find the accounts to check between sign-ons; `disabled_at` marks a user the
+    directory disabled (so a later good sign-on may bring them back), as opposed to one deactivated by hand.
+    """
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="directory_account")
+    source = models.CharField(max_length=16, help_text="ldap or oidc")
+    last_sign_on_at = models.DateTimeField(null=True, blank=True)
+    synced_at = models.DateTimeField(null=True, blank=True)
+    disabled_at = models.DateTimeField(null=True, blank=True)
+    disabled_reason = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["user_id"]
+
+    def __str__(self) -> str:
+        return f"{self.user} ({self.source})"

@@ -17,9 +17,10 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models.functions import Lower
+from django.utils import timezone
 from guardian.shortcuts import get_user_perms
 
-from ..models import Cluster, DirectoryGrant, DirectoryGrantKind, DirectoryGroupMapping, Site, Tenant
+from ..models import Cluster, DirectoryAccount, DirectoryGrant, DirectoryGrantKind, DirectoryGroupMapping, Site, Tenant
 from ..permissions import grant_scope, revoke_scope
 
 security_log = logging.getLogger("gpuops.security")
@@ -88,14 +89,15 @@ def _forget_permission_caches(user: AbstractBaseUser) -> None:
 
 @transaction.atomic
 def directory_grants_apply(
-    user: AbstractBaseUser, directory_groups: Iterable[str], *, source: str
+    user: AbstractBaseUser, directory_groups: Iterable[str], *, source: str, sync: bool = False
 ) -> DirectoryGrantsResult:
     """Bring the user's directory-given grants in line with `directory_groups` (their groups in the directory now).
 
     Adds each group membership and scope grant that a matching `DirectoryGroupMapping` gives and the user lacks;
     removes each one an earlier sign-on recorded (`DirectoryGrant`) that no matching row gives any more. Grants
     given by hand are never touched: one the user already held is not recorded, so it is not taken back later.
-    `source` ("ldap", "oidc") is for the log. Runs in one transaction, the user row locked so two concurrent
+    `source` ("ldap", "oidc") is recorded on the user's DirectoryAccount with the time (`sync`: a directory_sync run,
+    not a sign-on). Runs in one transaction, the user row locked so two concurrent
     sign-ons of one person do not both grant.
     """
     get_user_model().objects.select_for_update().filter(pk=user.pk).first()
@@ -141,6 +143,11 @@ def directory_grants_apply(
         )
         result.granted.append(_describe(key))
 
+    now = timezone.now()
+    if sync:
+        DirectoryAccount.objects.filter(user=user).update(synced_at=now)
+    elif not DirectoryAccount.objects.filter(user=user).update(source=source, last_sign_on_at=now):
+        DirectoryAccount.objects.create(user=user, source=source, last_sign_on_at=now)  # the user row is locked
     _forget_permission_caches(user)
     if result.granted or result.revoked:
         security_log.info(
@@ -151,3 +158,36 @@ def directory_grants_apply(
             result.revoked or "-",
         )
     return result
+
+
+@transaction.atomic
+def directory_account_disable(user: AbstractBaseUser, *, reason: str) -> bool:
+    """The directory disabled or removed this user: deactivate them (their sessions and API tokens stop working) and
+    take back every grant the directory gave. Grants given by hand stay for when they come back. Returns whether
+    anything changed; a user already deactivated by hand is left as it is."""
+    user = get_user_model().objects.select_for_update().get(pk=user.pk)
+    if not user.is_active:
+        return False
+    directory_grants_apply(user, [], source="sync", sync=True)
+    user.is_active = False
+    user.save(update_fields=["is_active"])
+    DirectoryAccount.objects.filter(user=user).update(disabled_at=timezone.now(), disabled_reason=reason[:200])
+    security_log.warning("directory account %s deactivated: %s", user.get_username(), reason)
+    return True
+
+
+@transaction.atomic
+def directory_account_may_sign_on(user: AbstractBaseUser) -> bool:
+    """Whether a user the directory has just vouched for may sign on: an active user may; one the directory had
+    disabled (directory_account_disable) is active again; one deactivated by hand in gpuops stays out."""
+    if user.is_active:
+        return True
+    account = DirectoryAccount.objects.select_for_update().filter(user=user, disabled_at__isnull=False).first()
+    if account is None:
+        return False
+    user.is_active = True
+    user.save(update_fields=["is_active"])
+    account.disabled_at, account.disabled_reason = None, ""
+    account.save(update_fields=["disabled_at", "disabled_reason"])
+    security_log.info("directory account %s active again: the directory accepted it", user.get_username())
+    return True

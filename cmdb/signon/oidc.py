@@ -15,7 +15,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
-from ..services.directory import directory_grants_apply
+from ..services.directory import directory_account_may_sign_on, directory_grants_apply
 
 security_log = logging.getLogger("gpuops.security")
 
@@ -83,7 +83,7 @@ class DirectoryOIDCBackend(OIDCAuthenticationBackend):
         return self._apply(user, claims)
 
     def update_user(self, user: Any, claims: dict[str, Any]) -> Any:
-        if not user.is_active:
+        if not directory_account_may_sign_on(user):
             security_log.info("OIDC sign-on of %s refused: the gpuops account is inactive", user.get_username())
             return None
         self._copy_claims(user, claims)

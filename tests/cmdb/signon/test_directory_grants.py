@@ -109,7 +109,7 @@ def test_a_second_login_with_the_same_groups_changes_nothing(world, django_asser
     directory_grants_apply(alice, ["dc-sh1"], source="test")
     for i in range(5):  # more mapping rows for other groups must not cost more queries
         m.DirectoryGroupMapping.objects.create(directory_group=f"other-{i}", scope_perm="view_scope", site=world["bj2"])
-    with django_assert_max_num_queries(6):
+    with django_assert_max_num_queries(7):
         result = directory_grants_apply(alice, ["dc-sh1", *(f"nobody-{i}" for i in range(50))], source="test")
     assert result.granted == [] and result.revoked == []
 

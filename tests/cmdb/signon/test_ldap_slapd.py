@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+from io import StringIO
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.core.management import CommandError, call_command
 from django.test import Client, override_settings
 
 from cmdb import models as m
@@ -176,3 +178,37 @@ def test_a_directory_entry_cannot_take_over_a_local_account_of_the_same_name(dir
     assert get_user_model().objects.get(username="carol").email == "root@local"
     client, status = _login("carol", "local-pw")  # the local password still works
     assert status == 302 and _signed_in(client)
+
+
+def test_directory_sync_deactivates_a_disabled_account_and_its_token_until_the_directory_takes_it_back(
+    directory, fleet
+):
+    client = Client()
+    token = client.post("/api/cmdb/auth/token/", {"username": "alice", "password": "alice-pw"}, "application/json")
+    script = Client(HTTP_AUTHORIZATION=f"Token {token.json()['token']}")
+    assert script.get("/api/cmdb/nodes/").status_code == 200
+
+    directory.modify(f"dn: cn=gpuops-disabled,{GROUPS}\nchangetype: modify\nadd: member\nmember: uid=alice,{PEOPLE}\n")
+    call_command("directory_sync", stdout=(out := StringIO()))
+    assert "deactivated 1: alice" in out.getvalue()
+    assert script.get("/api/cmdb/nodes/").status_code == 401
+    assert not m.DirectoryGrant.objects.filter(user__username="alice").exists()
+    assert _login("alice", "alice-pw")[1] == 200  # refused while in the deny group
+
+    directory.modify(
+        f"dn: cn=gpuops-disabled,{GROUPS}\nchangetype: modify\ndelete: member\nmember: uid=alice,{PEOPLE}\n"
+    )
+    client, status = _login("alice", "alice-pw")
+    assert status == 302 and client.get("/nodes/sh1-gpu-001/").status_code == 200
+    assert script.get("/api/cmdb/nodes/").status_code == 200  # the same token works again
+
+
+def test_directory_sync_takes_back_a_group_the_user_left_and_stops_on_an_unreachable_directory(directory, fleet):
+    _login("alice", "alice-pw")
+    directory.modify(f"dn: cn=dc-sh1,{GROUPS}\nchangetype: modify\ndelete: member\nmember: uid=alice,{PEOPLE}\n")
+    call_command("directory_sync", stdout=StringIO())
+    assert list(m.DirectoryGrant.objects.filter(user__username="alice").values_list("kind", flat=True)) == ["group"]
+
+    with override_settings(AUTH_LDAP_SERVER_URI="ldap://127.0.0.1:9"), pytest.raises(CommandError, match="could not"):
+        call_command("directory_sync", stdout=StringIO())
+    assert get_user_model().objects.get(username="alice").is_active
