@@ -274,6 +274,12 @@ CELERY_BEAT_SCHEDULE: dict = {
     # A no-op unless GPUOPS_DEMO_AGENTS is set (script/server does): reports for the demo fleet's nodes.
     "inventory_agents.demo_agents_report": {"task": "inventory_agents.demo_agents_report", "schedule": 30.0},
 }
+# Sign-on: LDAP accounts held against the directory between sign-ons (cmdb.directory_sync; docs/operations.md#sign-on).
+if _LDAP:
+    CELERY_BEAT_SCHEDULE["cmdb.directory_sync"] = {
+        "task": "cmdb.directory_sync",
+        "schedule": float(os.environ.get("GPUOPS_LDAP_SYNC_SECONDS", "900")),
+    }
 # Provisioning burn-in: how long a new node must report healthy before it joins (script/server shortens it).
 GPUOPS_ROLLOUTS: dict = {}
 if os.environ.get("GPUOPS_BURN_IN_WINDOW_MINUTES"):
