@@ -35,7 +35,8 @@ class DirectoryLDAPBackend(LDAPBackend):
         user = ldap_user.authenticate(password)
         if user is None:
             return None
-        # Deactivated in gpuops (by hand, or the user left): the directory saying yes does not bring them back.
+        # Deactivated by hand in gpuops: the directory saying yes does not bring them back (one the directory sync
+        # disabled is active again).
         if not directory_account_may_sign_on(user):
             security_log.info("LDAP sign-on of %s refused: the gpuops account is inactive", user.get_username())
             return None
