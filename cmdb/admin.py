@@ -13,6 +13,7 @@ from . import models as m
 from .admin_base import ChangeRecordInline, ScopedAdmin
 from .holds import HeldError, holds_blocking, may_override
 from .services import imports
+from .services.directory import directory_mapping_roles_record
 from .services.nodes import node_schedulability_set, nodes_set_status
 
 
@@ -511,6 +512,12 @@ class DirectoryGroupMappingAdmin(admin.ModelAdmin):
 
     def get_inlines(self, request, obj):
         return [ChangeRecordInline] if obj is not None else []
+
+    def save_related(self, request, form, formsets, change) -> None:
+        before = list(form.instance.groups.values_list("name", flat=True)) if change else []
+        super().save_related(request, form, formsets, change)
+        after = list(form.instance.groups.values_list("name", flat=True))
+        directory_mapping_roles_record(form.instance, before, after)
 
     @admin.display(description="roles")
     def roles(self, obj: m.DirectoryGroupMapping) -> str:

@@ -191,3 +191,16 @@ def directory_account_may_sign_on(user: AbstractBaseUser) -> bool:
     account.save(update_fields=["disabled_at", "disabled_reason"])
     security_log.info("directory account %s active again: the directory accepted it", user.get_username())
     return True
+
+
+def directory_mapping_roles_record(mapping: DirectoryGroupMapping, before: list[str], after: list[str]) -> None:
+    """Record a change of a mapping's roles (its Django groups, a many-to-many the row's own history cannot see)
+    in its change history, as `{"groups": [before, after]}` under the current change context."""
+    if sorted(before) == sorted(after):
+        return
+    from ..models import ChangeAction
+    from . import changelog
+
+    changelog.record_build(
+        obj=mapping, action=ChangeAction.UPDATE, changes={"groups": [sorted(before), sorted(after)]}
+    ).save()

@@ -143,7 +143,20 @@ def test_mappings_are_edited_in_the_admin_with_history(world, client):
     assert response.status_code == 302, response.content[:2000]
     mapping = m.DirectoryGroupMapping.objects.get(directory_group="dc-bj2")
     assert list(mapping.groups.all()) == [world["techs"]]
-    assert m.ChangeRecord.objects.filter(object_id=mapping.pk, action="create").exists()
+    assert m.ChangeRecord.objects.filter(
+        content_type__model="directorygroupmapping", object_id=mapping.pk, action="create"
+    ).exists()
+    leads = Group.objects.create(name="ops-leads")
+    url = f"/admin/cmdb/directorygroupmapping/{mapping.pk}/change/"
+    data = {"directory_group": "dc-bj2", "groups": [leads.pk], "scope_perm": "view_scope", "site": world["bj2"].pk}
+    for inline in client.get(url).context["inline_admin_formsets"]:
+        data.update({f"{inline.formset.prefix}-TOTAL_FORMS": 0, f"{inline.formset.prefix}-INITIAL_FORMS": 0})
+    response = client.post(url, data)
+    assert response.status_code == 302, response.context["adminform"].form.errors if response.context else response
+    history = m.ChangeRecord.objects.filter(content_type__model="directorygroupmapping", object_id=mapping.pk)
+    roles = [r.changes["groups"] for r in history.filter(changes__has_key="groups").order_by("id")]
+    assert roles == [[[], ["dc-technicians"]], [["dc-technicians"], ["ops-leads"]]]
+    assert {r.actor_repr for r in history} == {"root"}
     page = client.get(f"/admin/cmdb/directorygroupmapping/{mapping.pk}/change/")
     assert page.status_code == 200 and b"change history" in page.content.lower()
 
