@@ -148,6 +148,7 @@ globals().update(_LDAP)
 globals().update(_OIDC)
 AUTHENTICATION_BACKENDS = _signon_backends(ldap_on=bool(_LDAP), oidc_on=bool(_OIDC))
 # --- end of sign-on -----------------------------------------------------------------------------------------------
+
 ANONYMOUS_USER_NAME = None  # no guardian anonymous user: nothing is public
 GUARDIAN_RAISE_403 = False
 
