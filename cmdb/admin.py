@@ -10,9 +10,10 @@ from django.shortcuts import redirect, render
 from django.urls import path
 
 from . import models as m
-from .admin_base import ScopedAdmin
+from .admin_base import ChangeRecordInline, ScopedAdmin
 from .holds import HeldError, holds_blocking, may_override
 from .services import imports
+from .services.directory import directory_mapping_roles_record
 from .services.nodes import node_schedulability_set, nodes_set_status
 
 
@@ -501,4 +502,68 @@ class ChangeRecordAdmin(admin.ModelAdmin):
         return False
 
     def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(m.DirectoryGroupMapping)
+class DirectoryGroupMappingAdmin(admin.ModelAdmin):
+    """Directory group -> roles and scopes (docs/operations.md#sign-on). Global permissions only: a mapping
+    grants rights anywhere, so no scope grant lets anyone edit one."""
+
+    list_display = ("directory_group", "roles", "scope_perm", "site", "cluster", "tenant", "description")
+    list_filter = ("scope_perm",)
+    search_fields = ("directory_group", "description")
+    filter_horizontal = ("groups",)
+    list_select_related = ("site", "cluster", "tenant")
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("groups")
+
+    def get_inlines(self, request, obj):
+        return [ChangeRecordInline] if obj is not None else []
+
+    def save_related(self, request, form, formsets, change) -> None:
+        before = list(form.instance.groups.values_list("name", flat=True)) if change else []
+        super().save_related(request, form, formsets, change)
+        after = list(form.instance.groups.values_list("name", flat=True))
+        directory_mapping_roles_record(form.instance, before, after)
+
+    @admin.display(description="roles")
+    def roles(self, obj: m.DirectoryGroupMapping) -> str:
+        return ", ".join(g.name for g in obj.groups.all()) or "-"
+
+
+@admin.register(m.DirectoryGrant)
+class DirectoryGrantAdmin(admin.ModelAdmin):
+    """What sign-on granted each user from a mapping (read-only; the next login of the user recomputes it)."""
+
+    list_display = ("user", "kind", "group", "scope_perm", "site", "cluster", "tenant", "directory_group", "granted_at")
+    list_filter = ("kind", "scope_perm")
+    search_fields = ("user__username", "directory_group")
+    list_select_related = ("user", "group", "site", "cluster", "tenant")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        # Deleting the record would leave the grant in place as if it had been given by hand.
+        return False
+
+
+@admin.register(m.DirectoryAccount)
+class DirectoryAccountAdmin(admin.ModelAdmin):
+    """Who signs on through a directory, when they last did, and whom the directory disabled (read-only)."""
+
+    list_display = ("user", "source", "last_sign_on_at", "synced_at", "disabled_at", "disabled_reason")
+    list_filter = ("source",)
+    search_fields = ("user__username",)
+    list_select_related = ("user",)
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
         return False

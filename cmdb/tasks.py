@@ -23,3 +23,21 @@ def reservations_expire_task() -> int:
 
     with change_context(source=ChangeSource.SYSTEM):
         return reservations_expire()
+
+
+@shared_task(name="cmdb.directory_sync", acks_late=True, ignore_result=True)
+def directory_sync_task() -> int:
+    """Hold LDAP accounts against the directory between sign-ons (beat, when LDAP is on). Returns how many were
+    deactivated; an unreachable directory is logged and changes nothing (the next run tries again)."""
+    import logging
+
+    import ldap
+
+    from .signon.ldap import ldap_accounts_sync
+
+    with change_context(source=ChangeSource.SYSTEM):
+        try:
+            return len(ldap_accounts_sync().disabled)
+        except ldap.LDAPError as exc:
+            logging.getLogger("gpuops.security").warning("directory sync: the directory could not be read: %s", exc)
+            return 0

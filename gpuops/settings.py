@@ -139,10 +139,22 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-AUTHENTICATION_BACKENDS = [
-    "django.contrib.auth.backends.ModelBackend",
-    "guardian.backends.ObjectPermissionBackend",
-]
+# --- Sign-on (gpuops/signon.py, docs/operations.md#sign-on) ------------------------------------------------------
+# Local accounts always; LDAP / Active Directory when GPUOPS_LDAP_SERVER_URI is set (needs the `ldap` extra), OpenID
+# Connect when GPUOPS_OIDC_CLIENT_ID is set. Directory groups become roles and scopes through cmdb's
+# DirectoryGroupMapping rows at every login.
+from gpuops.signon import backends as _signon_backends  # noqa: E402
+from gpuops.signon import ldap_settings as _ldap_settings  # noqa: E402
+from gpuops.signon import oidc_settings as _oidc_settings  # noqa: E402
+
+GPUOPS_OIDC_ENABLED = False
+_LDAP = _ldap_settings(os.environ)
+_OIDC = _oidc_settings(os.environ)
+globals().update(_LDAP)
+globals().update(_OIDC)
+AUTHENTICATION_BACKENDS = _signon_backends(ldap_on=bool(_LDAP), oidc_on=bool(_OIDC))
+# --- end of sign-on -----------------------------------------------------------------------------------------------
+
 ANONYMOUS_USER_NAME = None  # no guardian anonymous user: nothing is public
 GUARDIAN_RAISE_403 = False
 
@@ -270,6 +282,12 @@ CELERY_BEAT_SCHEDULE: dict = {
     # A no-op unless GPUOPS_DEMO_AGENTS is set (script/server does): reports for the demo fleet's nodes.
     "inventory_agents.demo_agents_report": {"task": "inventory_agents.demo_agents_report", "schedule": 30.0},
 }
+# Sign-on: LDAP accounts held against the directory between sign-ons (cmdb.directory_sync; docs/operations.md#sign-on).
+if _LDAP:
+    CELERY_BEAT_SCHEDULE["cmdb.directory_sync"] = {
+        "task": "cmdb.directory_sync",
+        "schedule": float(os.environ.get("GPUOPS_LDAP_SYNC_SECONDS", "900")),
+    }
 # Provisioning burn-in: how long a new node must report healthy before it joins (script/server shortens it).
 GPUOPS_ROLLOUTS: dict = {}
 if os.environ.get("GPUOPS_BURN_IN_WINDOW_MINUTES"):

@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from gpuops.login import LoginView
 from gpuops.observability import healthz, metrics_view, readyz
 
 urlpatterns = [
@@ -11,8 +12,10 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
     path("admin/", admin.site.urls),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # OpenID Connect sign-on (404 while GPUOPS_OIDC_CLIENT_ID is unset; cmdb/signon/oidc.py)
+    path("accounts/oidc/", include("cmdb.signon.urls")),
     path("api/", include("gpuops.api_urls")),
     path("rollouts/", include("workflows.rollouts.urls")),
     path("fabrics/", include("integrations.switches.ui_urls")),

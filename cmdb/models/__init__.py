@@ -11,6 +11,7 @@ from .firmware import (
     FirmwareKind,
     NodeFirmware,
 )
+from .directory import DirectoryAccount, DirectoryGrant, DirectoryGrantKind, DirectoryGroupMapping, ScopePerm
 from .health import HealthAction, HealthEvent, HealthPolicy, Severity
 from .history import ChangeAction, ChangeRecord
 from .locations import Rack, RackCooling, RackFace, RackStatus, RackUnit, Room, Site
@@ -68,6 +69,10 @@ __all__ = [
     "ComplianceStatus",
     "Component",
     "ComponentKind",
+    "DirectoryAccount",
+    "DirectoryGrant",
+    "DirectoryGrantKind",
+    "DirectoryGroupMapping",
     "DriverComponent",
     "DriverPackage",
     "Fabric",
@@ -107,6 +112,7 @@ __all__ = [
     "RackUnit",
     "ReservationStatus",
     "Room",
+    "ScopePerm",
     "ServerModel",
     "Severity",
     "Site",
