@@ -4,8 +4,14 @@ UUID, an InfiniBand port GUID, a MAC in any common spelling, a BMC or management
 
 `inventory_search` is a selector: it reads through the same scopes as the lists (cmdb.permissions.restrict, the
 ticket and procurement visibility rules), so nothing out of the user's scope is found or counted. Each kind costs
-one query at most (the rows and their total in one statement, COUNT(*) OVER ()), and a kind the input cannot
-match is not queried at all, so a search costs the same whatever the size of the fleet.
+one query at most (the rows and their total in one statement), and a kind the input cannot match is not queried
+at all, so a search costs the same number of queries whatever the size of the fleet.
+
+What keeps each query cheap on a large fleet: a fragment shorter than MIN_FRAGMENT characters is matched as a
+prefix only (a two-character substring matches most of the fleet and no index helps), the total is counted up
+to TOTAL_CAP only ("more than 1,000"), and on PostgreSQL every searched text column has an index for each kind
+of match (cmdb migration 0007_search_indexes): a btree on UPPER(column) for exact and prefix matches, a pg_trgm
+trigram GIN on UPPER(column) for substrings, the expressions Django's iexact / istartswith / icontains use.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When, Window
+from django.db.models import Case, IntegerField, Q, QuerySet, Subquery, Value, When
 
 from cmdb.models import Accelerator, Nic, NicPort, Node, Switch, SwitchPort
 from cmdb.permissions import restrict
@@ -32,10 +38,14 @@ from workflows.registry import workflow_or_none, workflows
 #: Rows shown per kind; the kind's total and a link to its full list say how many more there are.
 PER_KIND = 20
 MAX_QUERY_LENGTH = 200
+#: A kind's total is counted up to this many matches; past it the page says "more than 1,000".
+TOTAL_CAP = 1000
+#: Shorter input is looked up as an exact value or a prefix, not as a substring anywhere in an identifier.
+MIN_FRAGMENT = 3
 #: What the search box understands, for the help text of an empty search.
 SEARCHABLE = (
-    ("Serial", "a card, node, NIC or switch serial, or any part of one (case-insensitive)"),
-    ("Host name", "a node or switch name, or part of it"),
+    ("Serial", "a card, node, NIC or switch serial, or any part of one of 3 characters or more (case-insensitive)"),
+    ("Host name", "a node or switch name, or part of it (shorter than 3 characters: its start)"),
     ("Asset tag", "a node's asset tag"),
     ("GPU UUID", "GPU-8f6c…, whole or in part"),
     ("Port GUID", "an InfiniBand port or node GUID: 0x506b4b0300a1b2c3, 506b:4b03:00a1:b2c3 or 506b4b0300a1b2c3"),
@@ -110,12 +120,20 @@ class KindResult:
     kind: str
     label: str
     hits: list[Hit]
-    total: int
+    total: int  # at most TOTAL_CAP + 1: more than TOTAL_CAP is "more than TOTAL_CAP"
     more_url: str = ""
 
     @property
     def has_more(self) -> bool:
         return self.total > len(self.hits)
+
+    @property
+    def total_is_capped(self) -> bool:
+        return self.total > TOTAL_CAP
+
+    @property
+    def total_label(self) -> str:
+        return f"more than {TOTAL_CAP:,}" if self.total_is_capped else f"{self.total:,}"
 
 
 @dataclass
@@ -126,6 +144,13 @@ class SearchResult:
     @property
     def total(self) -> int:
         return sum(k.total for k in self.kinds)
+
+    @property
+    def total_label(self) -> str:
+        """The number of results, or "more than N" when a kind's count stopped at TOTAL_CAP."""
+        if any(k.total_is_capped for k in self.kinds):
+            return f"more than {sum(min(k.total, TOTAL_CAP) for k in self.kinds):,}"
+        return f"{self.total:,}"
 
     @property
     def redirect_url(self) -> str | None:
@@ -147,15 +172,34 @@ def _list(path: str, **params: Any) -> str:
     return f"{path}?{urlencode({k: v for k, v in params.items() if v})}"
 
 
+class _CappedCount(Subquery):
+    """COUNT(*) of a sliced queryset's rows, as an uncorrelated scalar subquery (evaluated once per statement)."""
+
+    template = "(SELECT COUNT(*) FROM (%(subquery)s) AS capped)"
+    output_field = IntegerField()
+
+
+def _capped_count(qs: QuerySet) -> Subquery:
+    """How many rows `qs` has, counting no further than TOTAL_CAP + 1: the database stops there instead of
+    visiting every match of a short fragment."""
+    return _CappedCount(qs.order_by().values("pk")[: TOTAL_CAP + 1])
+
+
 def _ranked(qs: QuerySet, match: Q, exact: Q, order: str) -> list[Any]:
-    """The first PER_KIND rows matching `match` (exact ones first), each with the kind's total as `_total`: one
-    query. An empty `exact` ranks nothing first."""
+    """The first PER_KIND rows matching `match` (exact ones first), each with the kind's total (capped at
+    TOTAL_CAP + 1) as `_total`: one query. An empty `exact` ranks nothing first."""
     rank = Case(When(exact, then=Value(1)), default=Value(0), output_field=IntegerField()) if exact else Value(0)
+    matching = qs.filter(match)
     return list(
-        qs.filter(match)
-        .annotate(_exact=rank, _total=Window(expression=Count("pk")))
-        .order_by("-_exact", order, "pk")[:PER_KIND]
+        matching.annotate(_exact=rank, _total=_capped_count(matching)).order_by("-_exact", order, "pk")[:PER_KIND]
     )
+
+
+def _part(t: Terms, *fields: str) -> Q:
+    """`t.text` anywhere in one of `fields` (case-insensitive), or at their start for a fragment shorter than
+    MIN_FRAGMENT characters."""
+    lookup = "icontains" if len(t.text) >= MIN_FRAGMENT else "istartswith"
+    return _or(*(Q(**{f"{f}__{lookup}": t.text}) for f in fields))
 
 
 def _result(kind: str, label: str, rows: list[Any], hit: Callable[[Any], Hit], more_url: str) -> KindResult:
@@ -184,7 +228,7 @@ def _nodes(user: AbstractBaseUser, t: Terms) -> KindResult:
         Q(po_number__iexact=t.text),
         Q(bmc_address=t.ip) if t.ip else None,
     )
-    match = exact | Q(hostname__icontains=t.text) | Q(serial__icontains=t.text) | Q(asset_tag__icontains=t.text)
+    match = exact | _part(t, "hostname", "serial", "asset_tag")
     qs = restrict(Node.objects.select_related("site"), user, "view")
     rows = _ranked(qs, match, exact, "hostname")
     more = _list("/nodes/", bmc_address=t.ip) if t.ip else _list("/nodes/", q=t.text)
@@ -207,7 +251,7 @@ def _card_url(card: Accelerator) -> str:
 
 def _accelerators(user: AbstractBaseUser, t: Terms) -> KindResult:
     exact = Q(serial__iexact=t.text) | Q(uuid__iexact=t.text) | Q(po_number__iexact=t.text)
-    match = exact | Q(serial__icontains=t.text) | Q(uuid__icontains=t.text)
+    match = exact | _part(t, "serial", "uuid")
     qs = restrict(Accelerator.objects.select_related("model", "node", "site"), user, "view")
     rows = _ranked(qs, match, exact, "serial")
 
@@ -225,7 +269,7 @@ def _accelerators(user: AbstractBaseUser, t: Terms) -> KindResult:
 
 def _nics(user: AbstractBaseUser, t: Terms) -> KindResult:
     exact = _or(Q(serial__iexact=t.text), Q(node_guid__iexact=t.guid) if t.guid else None)
-    match = exact | Q(serial__icontains=t.text) | Q(node_guid__icontains=t.text)
+    match = exact | _part(t, "serial", "node_guid")
     qs = restrict(Nic.objects.select_related("node"), user, "view")
     rows = _ranked(qs, match, exact, "serial")
     return _result(
@@ -268,7 +312,7 @@ def _nic_ports(user: AbstractBaseUser, t: Terms) -> KindResult | None:
 
 def _switches(user: AbstractBaseUser, t: Terms) -> KindResult:
     exact = _or(Q(name__iexact=t.text), Q(serial__iexact=t.text), Q(mgmt_ip=t.ip) if t.ip else None)
-    match = exact | Q(name__icontains=t.text) | Q(serial__icontains=t.text)
+    match = exact | _part(t, "name", "serial")
     qs = restrict(Switch.objects.select_related("site"), user, "view")
     rows = _ranked(qs, match, exact, "name")
     more = _list("/switches/", mgmt_ip=t.ip) if t.ip else _list("/switches/", q=t.text)
@@ -342,7 +386,7 @@ def _purchase_orders(user: AbstractBaseUser, t: Terms) -> KindResult:
     if not can_see_all_requests(user):
         qs = qs.filter(requested_by=user)
     exact = Q(po_number__iexact=t.text)
-    rows = _ranked(qs.exclude(po_number=""), exact | Q(po_number__icontains=t.text), exact, "po_number")
+    rows = _ranked(qs.exclude(po_number=""), exact | _part(t, "po_number"), exact, "po_number")
 
     def hit(r: ProcurementRequest) -> Hit:
         ticket = r.ticket_ref.removeprefix("ticket:")
