@@ -10,7 +10,8 @@ from django.test.utils import CaptureQueriesContext
 
 from cmdb import models as m
 from cmdb.permissions import grant_scope
-from console.search import PER_KIND, Terms, inventory_search
+from console import search
+from console.search import MIN_FRAGMENT, PER_KIND, Terms, inventory_search
 from integrations.procurement.models import ProcurementRequest
 from tests.factories.cmdb import (
     AcceleratorFactory,
@@ -219,6 +220,36 @@ def test_exact_match_wins_over_partial_ones(world):
     [kind] = result.kinds
     assert kind.total == 2 and kind.hits[0].is_exact and kind.hits[0].label == "165492200123"
     assert result.redirect_url == "/accelerators/165492200123/"
+
+
+def test_a_large_total_is_counted_only_up_to_the_cap(world, monkeypatch):
+    shelf = StockLocationFactory(site=world["node"].site)
+    for i in range(12):
+        AcceleratorFactory(
+            node=None, stock_location=shelf, lifecycle="in_stock", serial=f"CAPY{i:04d}", slot_index=None
+        )
+    monkeypatch.setattr(search, "TOTAL_CAP", 10)
+    monkeypatch.setattr(search, "PER_KIND", 5)
+    [kind] = inventory_search(user=world["viewer"], query="capy").kinds
+    assert (len(kind.hits), kind.total_is_capped, kind.total_label) == (5, True, "more than 10")
+    page = _get(world["viewer"], "capy").content.decode()
+    assert "All more than 10 accelerators" in page and "more than 10 results" in page
+    # Exactly at the cap it is still the exact number.
+    AcceleratorFactory._meta.model.objects.filter(serial__in=["CAPY0010", "CAPY0011"]).delete()
+    [kind] = inventory_search(user=world["viewer"], query="capy").kinds
+    assert (kind.total, kind.total_is_capped, kind.total_label) == (10, False, "10")
+
+
+def test_a_fragment_shorter_than_the_minimum_matches_only_the_start(world):
+    assert MIN_FRAGMENT == 3
+    # "sa" starts sa-gpu-0001 and sa-leaf-01; "pu" is inside sa-gpu-0001 and a GPU UUID only and finds nothing.
+    assert {k.kind for k in inventory_search(user=world["viewer"], query="sa").kinds} == {"node", "switch"}
+    assert inventory_search(user=world["viewer"], query="pu").kinds == []
+    # From three characters on, anywhere in the identifier.
+    assert [h.label for h in inventory_search(user=world["viewer"], query="gpu").kinds[0].hits] == ["sa-gpu-0001"]
+    # A short fragment still never reaches another site.
+    labels = {h.label for k in inventory_search(user=world["viewer"], query="SR").kinds for h in k.hits}
+    assert labels == {"sa-gpu-0001"}
 
 
 @pytest.mark.parametrize(
