@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Case, IntegerField, Q, QuerySet, Subquery, Value, When
+from django.db.models import Count, Q, QuerySet, Window
 
 from cmdb.models import Accelerator, Nic, NicPort, Node, Switch, SwitchPort
 from cmdb.permissions import restrict
@@ -172,27 +172,44 @@ def _list(path: str, **params: Any) -> str:
     return f"{path}?{urlencode({k: v for k, v in params.items() if v})}"
 
 
-class _CappedCount(Subquery):
-    """COUNT(*) of a sliced queryset's rows, as an uncorrelated scalar subquery (evaluated once per statement)."""
+@dataclass
+class Pass:
+    """One of the two passes of a search. The first (`exact_only`) runs only the exact lookups, btree index
+    probes; when they name one object the search is over (the view redirects). The second lists the matches,
+    the exact ones of the first pass first, and counts them up to TOTAL_CAP."""
 
-    template = "(SELECT COUNT(*) FROM (%(subquery)s) AS capped)"
-    output_field = IntegerField()
-
-
-def _capped_count(qs: QuerySet) -> Subquery:
-    """How many rows `qs` has, counting no further than TOTAL_CAP + 1: the database stops there instead of
-    visiting every match of a short fragment."""
-    return _CappedCount(qs.order_by().values("pk")[: TOTAL_CAP + 1])
+    exact_only: bool
+    exact_rows: dict[str, list[Any]] = field(default_factory=dict)  # model label -> rows of the first pass
 
 
-def _ranked(qs: QuerySet, match: Q, exact: Q, order: str) -> list[Any]:
-    """The first PER_KIND rows matching `match` (exact ones first), each with the kind's total (capped at
-    TOTAL_CAP + 1) as `_total`: one query. An empty `exact` ranks nothing first."""
-    rank = Case(When(exact, then=Value(1)), default=Value(0), output_field=IntegerField()) if exact else Value(0)
-    matching = qs.filter(match)
-    return list(
-        matching.annotate(_exact=rank, _total=_capped_count(matching)).order_by("-_exact", order, "pk")[:PER_KIND]
+def _ranked(qs: QuerySet, match: Q, exact: Q, order: str, p: Pass) -> list[Any]:
+    """The first PER_KIND rows matching `match`, exact ones (`exact`, which `match` must include) first, each with the
+    kind's total (capped at TOTAL_CAP + 1) as `_total`: one query in each pass. An empty `exact` ranks nothing
+    first."""
+    label = qs.model._meta.label_lower
+    if p.exact_only:
+        rows = list(qs.filter(exact).order_by(order, "pk")[:PER_KIND]) if exact else []
+        for r in rows:
+            r._exact, r._total = True, len(rows)
+        p.exact_rows[label] = rows
+        return rows
+    # The first TOTAL_CAP + 1 matches in whatever order the scan meets them (one scan, stopping there), then the
+    # first PER_KIND of those by `order` and how many there were. Past TOTAL_CAP the rows shown are the first by
+    # `order` among the matches found, and the page says "more than TOTAL_CAP": the search wants narrowing.
+    found = qs.filter(match).order_by().values("pk")[: TOTAL_CAP + 1]
+    fetched = list(
+        qs.filter(pk__in=found).annotate(_total=Window(expression=Count("pk"))).order_by(order, "pk")[:PER_KIND]
     )
+    first = p.exact_rows.get(label, [])
+    seen = {r.pk for r in first}
+    rest = [r for r in fetched if r.pk not in seen]
+    for r in rest:
+        r._exact = False
+    rows = (first + rest)[:PER_KIND]
+    total = fetched[0]._total if fetched else len(first)
+    for r in rows:
+        r._total = total
+    return rows
 
 
 def _part(t: Terms, *fields: str) -> Q:
@@ -220,7 +237,7 @@ def _or(*conditions: Q | None) -> Q:
     return out
 
 
-def _nodes(user: AbstractBaseUser, t: Terms) -> KindResult:
+def _nodes(user: AbstractBaseUser, t: Terms, p: Pass) -> KindResult:
     exact = _or(
         Q(hostname__iexact=t.text),
         Q(serial__iexact=t.text),
@@ -228,9 +245,13 @@ def _nodes(user: AbstractBaseUser, t: Terms) -> KindResult:
         Q(po_number__iexact=t.text),
         Q(bmc_address=t.ip) if t.ip else None,
     )
-    match = exact | _part(t, "hostname", "serial", "asset_tag")
+    # The substring terms take in the exact ones of the same columns: no redundant terms for PostgreSQL to
+    # recheck on every candidate row of the trigram index.
+    match = _part(t, "hostname", "serial", "asset_tag") | _or(
+        Q(po_number__iexact=t.text), Q(bmc_address=t.ip) if t.ip else None
+    )
     qs = restrict(Node.objects.select_related("site"), user, "view")
-    rows = _ranked(qs, match, exact, "hostname")
+    rows = _ranked(qs, match, exact, "hostname", p)
     more = _list("/nodes/", bmc_address=t.ip) if t.ip else _list("/nodes/", q=t.text)
     return _result(
         "node",
@@ -249,11 +270,11 @@ def _card_url(card: Accelerator) -> str:
     return _url("/nodes/", card.node.hostname) if card.node_id else ""
 
 
-def _accelerators(user: AbstractBaseUser, t: Terms) -> KindResult:
+def _accelerators(user: AbstractBaseUser, t: Terms, p: Pass) -> KindResult:
     exact = Q(serial__iexact=t.text) | Q(uuid__iexact=t.text) | Q(po_number__iexact=t.text)
-    match = exact | _part(t, "serial", "uuid")
+    match = _part(t, "serial", "uuid") | Q(po_number__iexact=t.text)
     qs = restrict(Accelerator.objects.select_related("model", "node", "site"), user, "view")
-    rows = _ranked(qs, match, exact, "serial")
+    rows = _ranked(qs, match, exact, "serial", p)
 
     def hit(c: Accelerator) -> Hit:
         where = c.node.hostname if c.node_id else (c.site.code if c.site_id else "no site")
@@ -267,11 +288,11 @@ def _accelerators(user: AbstractBaseUser, t: Terms) -> KindResult:
     return _result("accelerator", "Accelerators", rows, hit, _list("/accelerators/", q=t.text))
 
 
-def _nics(user: AbstractBaseUser, t: Terms) -> KindResult:
+def _nics(user: AbstractBaseUser, t: Terms, p: Pass) -> KindResult:
     exact = _or(Q(serial__iexact=t.text), Q(node_guid__iexact=t.guid) if t.guid else None)
-    match = exact | _part(t, "serial", "node_guid")
+    match = _part(t, "serial", "node_guid") | _or(Q(node_guid__iexact=t.guid) if t.guid else None)
     qs = restrict(Nic.objects.select_related("node"), user, "view")
-    rows = _ranked(qs, match, exact, "serial")
+    rows = _ranked(qs, match, exact, "serial", p)
     return _result(
         "nic",
         "NICs and HCAs",
@@ -286,7 +307,7 @@ def _nics(user: AbstractBaseUser, t: Terms) -> KindResult:
     )
 
 
-def _nic_ports(user: AbstractBaseUser, t: Terms) -> KindResult | None:
+def _nic_ports(user: AbstractBaseUser, t: Terms, p: Pass) -> KindResult | None:
     exact = _or(Q(mac=t.mac) if t.mac else None, Q(guid=t.guid) if t.guid else None)
     # A GUID fragment (hex digits, 4 or more) also finds ports; anything else cannot be a port identity.
     fragment = t.text.lower().removeprefix("0x")
@@ -294,7 +315,7 @@ def _nic_ports(user: AbstractBaseUser, t: Terms) -> KindResult | None:
     if not t.mac and not t.guid and partial is None:
         return None
     qs = restrict(NicPort.objects.select_related("nic__node"), user, "view")
-    rows = _ranked(qs, _or(exact, partial), exact, "guid")
+    rows = _ranked(qs, _or(exact, partial), exact, "guid", p)
     more = _list("/api/cmdb/nic-ports/", mac=t.mac) if t.mac else _list("/api/cmdb/nic-ports/", q=t.guid or fragment)
     return _result(
         "nic_port",
@@ -310,11 +331,11 @@ def _nic_ports(user: AbstractBaseUser, t: Terms) -> KindResult | None:
     )
 
 
-def _switches(user: AbstractBaseUser, t: Terms) -> KindResult:
+def _switches(user: AbstractBaseUser, t: Terms, p: Pass) -> KindResult:
     exact = _or(Q(name__iexact=t.text), Q(serial__iexact=t.text), Q(mgmt_ip=t.ip) if t.ip else None)
-    match = exact | _part(t, "name", "serial")
+    match = _part(t, "name", "serial") | _or(Q(mgmt_ip=t.ip) if t.ip else None)
     qs = restrict(Switch.objects.select_related("site"), user, "view")
-    rows = _ranked(qs, match, exact, "name")
+    rows = _ranked(qs, match, exact, "name", p)
     more = _list("/switches/", mgmt_ip=t.ip) if t.ip else _list("/switches/", q=t.text)
     return _result(
         "switch",
@@ -330,12 +351,12 @@ def _switches(user: AbstractBaseUser, t: Terms) -> KindResult:
     )
 
 
-def _switch_ports(user: AbstractBaseUser, t: Terms) -> KindResult | None:
+def _switch_ports(user: AbstractBaseUser, t: Terms, p: Pass) -> KindResult | None:
     if not t.mac and not t.guid:
         return None
     exact = _or(Q(mac=t.mac) if t.mac else None, Q(guid=t.guid) if t.guid else None)
     qs = restrict(SwitchPort.objects.select_related("switch"), user, "view")
-    rows = _ranked(qs, exact, exact, "name")
+    rows = _ranked(qs, exact, exact, "name", p)
     more = _list("/api/cmdb/switch-ports/", q=t.mac or t.guid)
     return _result(
         "switch_port",
@@ -358,7 +379,7 @@ def _ticket_types_for(prefix: str | None) -> list[str] | None:
     return [wf.type for wf in workflows() if wf.prefix.upper() == prefix]
 
 
-def _tickets(user: AbstractBaseUser, t: Terms) -> KindResult | None:
+def _tickets(user: AbstractBaseUser, t: Terms, p: Pass) -> KindResult | None:
     ticket_id = t.ticket_id if t.ticket_id is not None else t.number
     if ticket_id is None:
         return None
@@ -367,7 +388,7 @@ def _tickets(user: AbstractBaseUser, t: Terms) -> KindResult | None:
     if types is not None:
         match &= Q(type__in=types)
     exact = match if t.ticket_id is not None else Q()
-    rows = _ranked(tickets_visible(user, Ticket.objects.all()), match, exact, "-created_at")
+    rows = _ranked(tickets_visible(user, Ticket.objects.all()), match, exact, "-created_at", p)
 
     def hit(k: Ticket) -> Hit:
         wf = workflow_or_none(k.type)
@@ -381,12 +402,12 @@ def _tickets(user: AbstractBaseUser, t: Terms) -> KindResult | None:
     return _result("ticket", "Tickets", rows, hit, _list("/tickets/", q=t.text, status="all"))
 
 
-def _purchase_orders(user: AbstractBaseUser, t: Terms) -> KindResult:
+def _purchase_orders(user: AbstractBaseUser, t: Terms, p: Pass) -> KindResult:
     qs = ProcurementRequest.objects.all()
     if not can_see_all_requests(user):
         qs = qs.filter(requested_by=user)
     exact = Q(po_number__iexact=t.text)
-    rows = _ranked(qs.exclude(po_number=""), exact | _part(t, "po_number"), exact, "po_number")
+    rows = _ranked(qs.exclude(po_number=""), _part(t, "po_number"), exact, "po_number", p)
 
     def hit(r: ProcurementRequest) -> Hit:
         ticket = r.ticket_ref.removeprefix("ticket:")
@@ -402,7 +423,7 @@ def _purchase_orders(user: AbstractBaseUser, t: Terms) -> KindResult:
     )
 
 
-SEARCHES: tuple[Callable[[AbstractBaseUser, Terms], KindResult | None], ...] = (
+SEARCHES: tuple[Callable[[AbstractBaseUser, Terms, Pass], KindResult | None], ...] = (
     _nodes,
     _accelerators,
     _nics,
@@ -428,8 +449,18 @@ def inventory_search(*, user: AbstractBaseUser, query: str) -> SearchResult:
     if not text:
         return result
     terms = Terms.parse(text)
+    first = Pass(exact_only=True)
     for search in SEARCHES:
-        kind = search(user, terms)
+        kind = search(user, terms, first)
+        if kind is not None and kind.total:
+            result.kinds.append(kind)
+    exact_urls = {h.url for k in result.kinds for h in k.hits if h.url}
+    if len(exact_urls) == 1:
+        return result  # one object named exactly: its page, without looking for substrings
+    result.kinds = []
+    second = Pass(exact_only=False, exact_rows=first.exact_rows)
+    for search in SEARCHES:
+        kind = search(user, terms, second)
         if kind is not None and kind.total:
             result.kinds.append(kind)
     return result

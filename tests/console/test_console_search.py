@@ -217,9 +217,14 @@ def test_each_kind_is_capped_with_a_link_to_the_full_list(world):
 def test_exact_match_wins_over_partial_ones(world):
     AcceleratorFactory(node=world["node"], serial="165492200123", slot_index=3)
     result = inventory_search(user=world["viewer"], query="165492200123")
-    [kind] = result.kinds
-    assert kind.total == 2 and kind.hits[0].is_exact and kind.hits[0].label == "165492200123"
     assert result.redirect_url == "/accelerators/165492200123/"
+    # Two objects named exactly (a card and a switch): listed, each kind's exact match first.
+    SwitchFactory(site=world["node"].site, name="sa-leaf-02", serial="165492200123")
+    result = inventory_search(user=world["viewer"], query="165492200123")
+    assert result.redirect_url is None
+    cards = next(k for k in result.kinds if k.kind == "accelerator")
+    assert cards.total == 2 and cards.hits[0].is_exact and cards.hits[0].label == "165492200123"
+    assert [h.is_exact for h in cards.hits] == [True, False]
 
 
 def test_a_large_total_is_counted_only_up_to_the_cap(world, monkeypatch):
