@@ -20,8 +20,11 @@ from typing import Any
 
 from django.apps import apps
 from django.contrib.auth.models import AbstractBaseUser, Group
+from django.contrib.contenttypes.models import ContentType
 from django.db import models
 from django.db.models import Q, QuerySet
+from django.db.models.functions import Cast
+from guardian.models import GroupObjectPermission, UserObjectPermission
 from guardian.shortcuts import assign_perm, get_objects_for_user, remove_perm
 
 SCOPE_MODELS = ("site", "cluster", "tenant")
@@ -151,11 +154,19 @@ def restrict(queryset: QuerySet, user: AbstractBaseUser, action: str = "view") -
         ids = _scope_ids(user, scope, "view" if action == "view" else "change")
         if ids:
             condition |= Q(**{f"{path}__in" if path != "pk" else "pk__in": ids})
-    direct = get_objects_for_user(
-        user, _codename(model, action), klass=model, accept_global_perms=False, with_superuser=False
-    ).values_list("pk", flat=True)
-    condition |= Q(pk__in=direct)
-    return queryset.filter(condition)
+    return queryset.filter(condition | _direct_grants_q(user, model, action))
+
+
+def _direct_grants_q(user: AbstractBaseUser, model: type[models.Model], action: str) -> Q:
+    """Rows granted to `user` (or a group of theirs) one by one: guardian's object grants as a filter on the
+    grant tables alone. guardian's get_objects_for_user compares every row's id cast to text with the grants,
+    a scan of the whole table (100,000 cards) in every restricted query of a scoped user."""
+    ct = ContentType.objects.get_for_model(model)
+    grant = {"permission__content_type": ct, "permission__codename": f"{action}_{model._meta.model_name}"}
+    as_id = Cast("object_pk", models.BigIntegerField())
+    by_user = UserObjectPermission.objects.filter(user_id=user.pk, **grant).values(oid=as_id)
+    by_group = GroupObjectPermission.objects.filter(group__user=user.pk, **grant).values(oid=as_id)
+    return Q(pk__in=by_user) | Q(pk__in=by_group)
 
 
 def scope_q(model: type[models.Model], user: AbstractBaseUser, action: str = "view") -> Q:

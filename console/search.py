@@ -197,8 +197,12 @@ def _ranked(qs: QuerySet, match: Q, exact: Q, order: str, p: Pass) -> list[Any]:
     # first PER_KIND of those by `order` and how many there were. Past TOTAL_CAP the rows shown are the first by
     # `order` among the matches found, and the page says "more than TOTAL_CAP": the search wants narrowing.
     found = qs.filter(match).order_by().values("pk")[: TOTAL_CAP + 1]
+    # `found` is scoped already: the outer query only joins what the rows show (the scope filter again would
+    # make PostgreSQL scan the whole table for it).
+    outer = qs.model._default_manager.all()
+    outer.query.select_related = qs.query.select_related
     fetched = list(
-        qs.filter(pk__in=found).annotate(_total=Window(expression=Count("pk"))).order_by(order, "pk")[:PER_KIND]
+        outer.filter(pk__in=found).annotate(_total=Window(expression=Count("pk"))).order_by(order, "pk")[:PER_KIND]
     )
     first = p.exact_rows.get(label, [])
     seen = {r.pk for r in first}
