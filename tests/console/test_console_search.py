@@ -291,3 +291,10 @@ def test_constant_queries_whatever_the_fleet_size(db, who):
     build_site("sq", nodes=12)
     grant_scope(scope_obj=m.Site.objects.get(code="sq"), perms=["view_scope"], users=[viewer])
     assert [_queries(user, q) for q in probes] == small
+
+
+def test_an_exact_match_opens_its_page_without_the_substring_pass(world):
+    exact, partial = _queries(world["root"], "1654922001234"), _queries(world["root"], "16549220012")
+    # The second pass (one query per kind) runs only when no single object is named exactly.
+    assert exact < partial, (exact, partial)
+    assert _get(world["root"], "1654922001234").status_code == 302
