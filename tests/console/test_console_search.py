@@ -298,3 +298,21 @@ def test_an_exact_match_opens_its_page_without_the_substring_pass(world):
     # The second pass (one query per kind) runs only when no single object is named exactly.
     assert exact < partial, (exact, partial)
     assert _get(world["root"], "1654922001234").status_code == 302
+
+
+@pytest.mark.services
+@pytest.mark.django_db
+def test_postgresql_serves_exact_prefix_and_substring_lookups_from_the_search_indexes():
+    """0007_search_indexes: the expressions Django's iexact / istartswith / icontains compare are the indexed
+    ones (with sequential scans off, as on a large table where the planner avoids them)."""
+    from django.db import connection as conn
+
+    if conn.vendor != "postgresql":
+        pytest.skip("PostgreSQL only: SQLite has no search indexes")
+    cards = m.Accelerator.objects
+    with conn.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+    assert "cmdb_accelerator_serial_up" in cards.filter(serial__iexact="NV123").explain()
+    assert "cmdb_accelerator_serial_up" in cards.filter(serial__istartswith="NV").explain()
+    assert "cmdb_accelerator_serial_tg" in cards.filter(serial__icontains="V12").explain()
+    assert "cmdb_node_hostname_tg" in m.Node.objects.filter(hostname__icontains="gpu").explain()
