@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from cmdb import selectors as cmdb_selectors
 from cmdb.models import Health, NodeStatus, Site
-from cmdb.permissions import SCOPE_MODELS, _scope_ids, restrict
+from cmdb.permissions import SCOPE_MODELS, restrict, user_scope_ids
 from integrations.monitoring.selectors import unmatched_alerts_firing
 from integrations.schedulers.selectors import scheduler_drift_open_by_site
 from integrations.warehouse.services.stock import StockLine, stock_lines
@@ -474,7 +474,7 @@ def scope_key(user: AbstractBaseUser) -> str:
     if user.is_active and user.is_superuser:
         return CACHE_PREFIX + "superuser"
     parts = [f"user={user.pk}", f"active={user.is_active}"]
-    parts += [f"{scope}={_scope_ids(user, scope, 'view')}" for scope in SCOPE_MODELS]
+    parts += [f"{scope}={user_scope_ids(user, scope, 'view')}" for scope in SCOPE_MODELS]
     parts.append("perms=" + ",".join(sorted(user.get_all_permissions())))
     return CACHE_PREFIX + hashlib.sha256("|".join(parts).encode()).hexdigest()
 

@@ -26,7 +26,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from cmdb.models import ChangeAction, ChangeRecord, TrackedModel
-from cmdb.permissions import CATALOG_MODELS, SCOPE_MODELS, SCOPE_PATHS, _scope_ids, has_global
+from cmdb.permissions import CATALOG_MODELS, SCOPE_MODELS, SCOPE_PATHS, has_global, user_scope_ids
 from cmdb.selectors import change_list
 from gpuops.context import ChangeSource
 from inventory_agents.models import Report
@@ -85,8 +85,9 @@ class ViewScope:
     @classmethod
     def of(cls, user: AbstractBaseUser) -> ViewScope:
         scope = cls(user=user)
-        if user.is_authenticated and user.is_active:
-            scope.ids = {name: _scope_ids(user, name, "view") for name in SCOPE_MODELS}
+        # A superuser sees every row (q() returns Q() before looking at ids): no grants to read.
+        if user.is_authenticated and user.is_active and not user.is_superuser:
+            scope.ids = {name: user_scope_ids(user, name, "view") for name in SCOPE_MODELS}
         return scope
 
     def q(self, model: type[models.Model]) -> Q | None:

@@ -4,8 +4,14 @@ UUID, an InfiniBand port GUID, a MAC in any common spelling, a BMC or management
 
 `inventory_search` is a selector: it reads through the same scopes as the lists (cmdb.permissions.restrict, the
 ticket and procurement visibility rules), so nothing out of the user's scope is found or counted. Each kind costs
-one query at most (the rows and their total in one statement, COUNT(*) OVER ()), and a kind the input cannot
-match is not queried at all, so a search costs the same whatever the size of the fleet.
+one query at most (the rows and their total in one statement), and a kind the input cannot match is not queried
+at all, so a search costs the same number of queries whatever the size of the fleet.
+
+What keeps each query cheap on a large fleet: a fragment shorter than MIN_FRAGMENT characters is matched as a
+prefix only (a two-character substring matches most of the fleet and no index helps), the total is counted up
+to TOTAL_CAP only ("more than 1,000"), and on PostgreSQL every searched text column has an index for each kind
+of match (cmdb migration 0007_search_indexes): a btree on UPPER(column) for exact and prefix matches, a pg_trgm
+trigram GIN on UPPER(column) for substrings, the expressions Django's iexact / istartswith / icontains use.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When, Window
+from django.db.models import Count, Q, QuerySet, Window
 
 from cmdb.models import Accelerator, Nic, NicPort, Node, Switch, SwitchPort
 from cmdb.permissions import restrict
@@ -32,10 +38,14 @@ from workflows.registry import workflow_or_none, workflows
 #: Rows shown per kind; the kind's total and a link to its full list say how many more there are.
 PER_KIND = 20
 MAX_QUERY_LENGTH = 200
+#: A kind's total is counted up to this many matches; past it the page says "more than 1,000".
+TOTAL_CAP = 1000
+#: Shorter input is looked up as an exact value or a prefix, not as a substring anywhere in an identifier.
+MIN_FRAGMENT = 3
 #: What the search box understands, for the help text of an empty search.
 SEARCHABLE = (
-    ("Serial", "a card, node, NIC or switch serial, or any part of one (case-insensitive)"),
-    ("Host name", "a node or switch name, or part of it"),
+    ("Serial", "a card, node, NIC or switch serial, or any part of one of 3 characters or more (case-insensitive)"),
+    ("Host name", "a node or switch name, or part of it (shorter than 3 characters: its start)"),
     ("Asset tag", "a node's asset tag"),
     ("GPU UUID", "GPU-8f6c…, whole or in part"),
     ("Port GUID", "an InfiniBand port or node GUID: 0x506b4b0300a1b2c3, 506b:4b03:00a1:b2c3 or 506b4b0300a1b2c3"),
@@ -110,12 +120,20 @@ class KindResult:
     kind: str
     label: str
     hits: list[Hit]
-    total: int
+    total: int  # at most TOTAL_CAP + 1: more than TOTAL_CAP is "more than TOTAL_CAP"
     more_url: str = ""
 
     @property
     def has_more(self) -> bool:
         return self.total > len(self.hits)
+
+    @property
+    def total_is_capped(self) -> bool:
+        return self.total > TOTAL_CAP
+
+    @property
+    def total_label(self) -> str:
+        return f"more than {TOTAL_CAP:,}" if self.total_is_capped else f"{self.total:,}"
 
 
 @dataclass
@@ -126,6 +144,13 @@ class SearchResult:
     @property
     def total(self) -> int:
         return sum(k.total for k in self.kinds)
+
+    @property
+    def total_label(self) -> str:
+        """The number of results, or "more than N" when a kind's count stopped at TOTAL_CAP."""
+        if any(k.total_is_capped for k in self.kinds):
+            return f"more than {sum(min(k.total, TOTAL_CAP) for k in self.kinds):,}"
+        return f"{self.total:,}"
 
     @property
     def redirect_url(self) -> str | None:
@@ -147,15 +172,55 @@ def _list(path: str, **params: Any) -> str:
     return f"{path}?{urlencode({k: v for k, v in params.items() if v})}"
 
 
-def _ranked(qs: QuerySet, match: Q, exact: Q, order: str) -> list[Any]:
-    """The first PER_KIND rows matching `match` (exact ones first), each with the kind's total as `_total`: one
-    query. An empty `exact` ranks nothing first."""
-    rank = Case(When(exact, then=Value(1)), default=Value(0), output_field=IntegerField()) if exact else Value(0)
-    return list(
-        qs.filter(match)
-        .annotate(_exact=rank, _total=Window(expression=Count("pk")))
-        .order_by("-_exact", order, "pk")[:PER_KIND]
+@dataclass
+class Pass:
+    """One of the two passes of a search. The first (`exact_only`) runs only the exact lookups, btree index
+    probes; when they name one object the search is over (the view redirects). The second lists the matches,
+    the exact ones of the first pass first, and counts them up to TOTAL_CAP."""
+
+    exact_only: bool
+    exact_rows: dict[str, list[Any]] = field(default_factory=dict)  # model label -> rows of the first pass
+
+
+def _ranked(qs: QuerySet, match: Q, exact: Q, order: str, p: Pass) -> list[Any]:
+    """The first PER_KIND rows matching `match`, exact ones (`exact`, which `match` must include) first, each with the
+    kind's total (capped at TOTAL_CAP + 1) as `_total`: one query in each pass. An empty `exact` ranks nothing
+    first."""
+    label = qs.model._meta.label_lower
+    if p.exact_only:
+        rows = list(qs.filter(exact).order_by(order, "pk")[:PER_KIND]) if exact else []
+        for r in rows:
+            r._exact, r._total = True, len(rows)
+        p.exact_rows[label] = rows
+        return rows
+    # The first TOTAL_CAP + 1 matches in whatever order the scan meets them (one scan, stopping there), then the
+    # first PER_KIND of those by `order` and how many there were. Past TOTAL_CAP the rows shown are the first by
+    # `order` among the matches found, and the page says "more than TOTAL_CAP": the search wants narrowing.
+    found = qs.filter(match).order_by().values("pk")[: TOTAL_CAP + 1]
+    # `found` is scoped already: the outer query only joins what the rows show (the scope filter again would
+    # make PostgreSQL scan the whole table for it).
+    outer = qs.model._default_manager.all()
+    outer.query.select_related = qs.query.select_related
+    fetched = list(
+        outer.filter(pk__in=found).annotate(_total=Window(expression=Count("pk"))).order_by(order, "pk")[:PER_KIND]
     )
+    first = p.exact_rows.get(label, [])
+    seen = {r.pk for r in first}
+    rest = [r for r in fetched if r.pk not in seen]
+    for r in rest:
+        r._exact = False
+    rows = (first + rest)[:PER_KIND]
+    total = fetched[0]._total if fetched else len(first)
+    for r in rows:
+        r._total = total
+    return rows
+
+
+def _part(t: Terms, *fields: str) -> Q:
+    """`t.text` anywhere in one of `fields` (case-insensitive), or at their start for a fragment shorter than
+    MIN_FRAGMENT characters."""
+    lookup = "icontains" if len(t.text) >= MIN_FRAGMENT else "istartswith"
+    return _or(*(Q(**{f"{f}__{lookup}": t.text}) for f in fields))
 
 
 def _result(kind: str, label: str, rows: list[Any], hit: Callable[[Any], Hit], more_url: str) -> KindResult:
@@ -176,7 +241,7 @@ def _or(*conditions: Q | None) -> Q:
     return out
 
 
-def _nodes(user: AbstractBaseUser, t: Terms) -> KindResult:
+def _nodes(user: AbstractBaseUser, t: Terms, p: Pass) -> KindResult:
     exact = _or(
         Q(hostname__iexact=t.text),
         Q(serial__iexact=t.text),
@@ -184,9 +249,13 @@ def _nodes(user: AbstractBaseUser, t: Terms) -> KindResult:
         Q(po_number__iexact=t.text),
         Q(bmc_address=t.ip) if t.ip else None,
     )
-    match = exact | Q(hostname__icontains=t.text) | Q(serial__icontains=t.text) | Q(asset_tag__icontains=t.text)
+    # The substring terms take in the exact ones of the same columns: no redundant terms for PostgreSQL to
+    # recheck on every candidate row of the trigram index.
+    match = _part(t, "hostname", "serial", "asset_tag") | _or(
+        Q(po_number__iexact=t.text), Q(bmc_address=t.ip) if t.ip else None
+    )
     qs = restrict(Node.objects.select_related("site"), user, "view")
-    rows = _ranked(qs, match, exact, "hostname")
+    rows = _ranked(qs, match, exact, "hostname", p)
     more = _list("/nodes/", bmc_address=t.ip) if t.ip else _list("/nodes/", q=t.text)
     return _result(
         "node",
@@ -205,11 +274,11 @@ def _card_url(card: Accelerator) -> str:
     return _url("/nodes/", card.node.hostname) if card.node_id else ""
 
 
-def _accelerators(user: AbstractBaseUser, t: Terms) -> KindResult:
+def _accelerators(user: AbstractBaseUser, t: Terms, p: Pass) -> KindResult:
     exact = Q(serial__iexact=t.text) | Q(uuid__iexact=t.text) | Q(po_number__iexact=t.text)
-    match = exact | Q(serial__icontains=t.text) | Q(uuid__icontains=t.text)
+    match = _part(t, "serial", "uuid") | Q(po_number__iexact=t.text)
     qs = restrict(Accelerator.objects.select_related("model", "node", "site"), user, "view")
-    rows = _ranked(qs, match, exact, "serial")
+    rows = _ranked(qs, match, exact, "serial", p)
 
     def hit(c: Accelerator) -> Hit:
         where = c.node.hostname if c.node_id else (c.site.code if c.site_id else "no site")
@@ -223,11 +292,11 @@ def _accelerators(user: AbstractBaseUser, t: Terms) -> KindResult:
     return _result("accelerator", "Accelerators", rows, hit, _list("/accelerators/", q=t.text))
 
 
-def _nics(user: AbstractBaseUser, t: Terms) -> KindResult:
+def _nics(user: AbstractBaseUser, t: Terms, p: Pass) -> KindResult:
     exact = _or(Q(serial__iexact=t.text), Q(node_guid__iexact=t.guid) if t.guid else None)
-    match = exact | Q(serial__icontains=t.text) | Q(node_guid__icontains=t.text)
+    match = _part(t, "serial", "node_guid") | _or(Q(node_guid__iexact=t.guid) if t.guid else None)
     qs = restrict(Nic.objects.select_related("node"), user, "view")
-    rows = _ranked(qs, match, exact, "serial")
+    rows = _ranked(qs, match, exact, "serial", p)
     return _result(
         "nic",
         "NICs and HCAs",
@@ -242,7 +311,7 @@ def _nics(user: AbstractBaseUser, t: Terms) -> KindResult:
     )
 
 
-def _nic_ports(user: AbstractBaseUser, t: Terms) -> KindResult | None:
+def _nic_ports(user: AbstractBaseUser, t: Terms, p: Pass) -> KindResult | None:
     exact = _or(Q(mac=t.mac) if t.mac else None, Q(guid=t.guid) if t.guid else None)
     # A GUID fragment (hex digits, 4 or more) also finds ports; anything else cannot be a port identity.
     fragment = t.text.lower().removeprefix("0x")
@@ -250,7 +319,7 @@ def _nic_ports(user: AbstractBaseUser, t: Terms) -> KindResult | None:
     if not t.mac and not t.guid and partial is None:
         return None
     qs = restrict(NicPort.objects.select_related("nic__node"), user, "view")
-    rows = _ranked(qs, _or(exact, partial), exact, "guid")
+    rows = _ranked(qs, _or(exact, partial), exact, "guid", p)
     more = _list("/api/cmdb/nic-ports/", mac=t.mac) if t.mac else _list("/api/cmdb/nic-ports/", q=t.guid or fragment)
     return _result(
         "nic_port",
@@ -266,11 +335,11 @@ def _nic_ports(user: AbstractBaseUser, t: Terms) -> KindResult | None:
     )
 
 
-def _switches(user: AbstractBaseUser, t: Terms) -> KindResult:
+def _switches(user: AbstractBaseUser, t: Terms, p: Pass) -> KindResult:
     exact = _or(Q(name__iexact=t.text), Q(serial__iexact=t.text), Q(mgmt_ip=t.ip) if t.ip else None)
-    match = exact | Q(name__icontains=t.text) | Q(serial__icontains=t.text)
+    match = _part(t, "name", "serial") | _or(Q(mgmt_ip=t.ip) if t.ip else None)
     qs = restrict(Switch.objects.select_related("site"), user, "view")
-    rows = _ranked(qs, match, exact, "name")
+    rows = _ranked(qs, match, exact, "name", p)
     more = _list("/switches/", mgmt_ip=t.ip) if t.ip else _list("/switches/", q=t.text)
     return _result(
         "switch",
@@ -286,12 +355,12 @@ def _switches(user: AbstractBaseUser, t: Terms) -> KindResult:
     )
 
 
-def _switch_ports(user: AbstractBaseUser, t: Terms) -> KindResult | None:
+def _switch_ports(user: AbstractBaseUser, t: Terms, p: Pass) -> KindResult | None:
     if not t.mac and not t.guid:
         return None
     exact = _or(Q(mac=t.mac) if t.mac else None, Q(guid=t.guid) if t.guid else None)
     qs = restrict(SwitchPort.objects.select_related("switch"), user, "view")
-    rows = _ranked(qs, exact, exact, "name")
+    rows = _ranked(qs, exact, exact, "name", p)
     more = _list("/api/cmdb/switch-ports/", q=t.mac or t.guid)
     return _result(
         "switch_port",
@@ -314,7 +383,7 @@ def _ticket_types_for(prefix: str | None) -> list[str] | None:
     return [wf.type for wf in workflows() if wf.prefix.upper() == prefix]
 
 
-def _tickets(user: AbstractBaseUser, t: Terms) -> KindResult | None:
+def _tickets(user: AbstractBaseUser, t: Terms, p: Pass) -> KindResult | None:
     ticket_id = t.ticket_id if t.ticket_id is not None else t.number
     if ticket_id is None:
         return None
@@ -323,7 +392,7 @@ def _tickets(user: AbstractBaseUser, t: Terms) -> KindResult | None:
     if types is not None:
         match &= Q(type__in=types)
     exact = match if t.ticket_id is not None else Q()
-    rows = _ranked(tickets_visible(user, Ticket.objects.all()), match, exact, "-created_at")
+    rows = _ranked(tickets_visible(user, Ticket.objects.all()), match, exact, "-created_at", p)
 
     def hit(k: Ticket) -> Hit:
         wf = workflow_or_none(k.type)
@@ -337,12 +406,12 @@ def _tickets(user: AbstractBaseUser, t: Terms) -> KindResult | None:
     return _result("ticket", "Tickets", rows, hit, _list("/tickets/", q=t.text, status="all"))
 
 
-def _purchase_orders(user: AbstractBaseUser, t: Terms) -> KindResult:
+def _purchase_orders(user: AbstractBaseUser, t: Terms, p: Pass) -> KindResult:
     qs = ProcurementRequest.objects.all()
     if not can_see_all_requests(user):
         qs = qs.filter(requested_by=user)
     exact = Q(po_number__iexact=t.text)
-    rows = _ranked(qs.exclude(po_number=""), exact | Q(po_number__icontains=t.text), exact, "po_number")
+    rows = _ranked(qs.exclude(po_number=""), _part(t, "po_number"), exact, "po_number", p)
 
     def hit(r: ProcurementRequest) -> Hit:
         ticket = r.ticket_ref.removeprefix("ticket:")
@@ -358,7 +427,7 @@ def _purchase_orders(user: AbstractBaseUser, t: Terms) -> KindResult:
     )
 
 
-SEARCHES: tuple[Callable[[AbstractBaseUser, Terms], KindResult | None], ...] = (
+SEARCHES: tuple[Callable[[AbstractBaseUser, Terms, Pass], KindResult | None], ...] = (
     _nodes,
     _accelerators,
     _nics,
@@ -384,8 +453,18 @@ def inventory_search(*, user: AbstractBaseUser, query: str) -> SearchResult:
     if not text:
         return result
     terms = Terms.parse(text)
+    first = Pass(exact_only=True)
     for search in SEARCHES:
-        kind = search(user, terms)
+        kind = search(user, terms, first)
+        if kind is not None and kind.total:
+            result.kinds.append(kind)
+    exact_urls = {h.url for k in result.kinds for h in k.hits if h.url}
+    if len(exact_urls) == 1:
+        return result  # one object named exactly: its page, without looking for substrings
+    result.kinds = []
+    second = Pass(exact_only=False, exact_rows=first.exact_rows)
+    for search in SEARCHES:
+        kind = search(user, terms, second)
         if kind is not None and kind.total:
             result.kinds.append(kind)
     return result

@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.contrib.postgres",  # operator classes in index expressions (cmdb 0007_search_indexes); inert on SQLite
     "rest_framework",
     "rest_framework.authtoken",
     "django_filters",

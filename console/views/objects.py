@@ -34,7 +34,7 @@ from cmdb.models import (
     Node,
     Switch,
 )
-from cmdb.permissions import can, has_global, restrict
+from cmdb.permissions import can, has_global, restrict, scope_lookups_cached
 from cmdb.services.nodes import node_cordon, node_uncordon
 from integrations.schedulers.selectors import scheduler_drift_open_for_node
 from integrations.switches.models import ObservedLink
@@ -214,8 +214,9 @@ def node_context(request: HttpRequest, node: Node) -> dict[str, Any]:
 
 @login_required
 def node_detail_view(request: HttpRequest, hostname: str) -> HttpResponse:
-    node = _node_or_404(request, hostname)
-    return _node_render(request, node)
+    with scope_lookups_cached():  # the node, its cards, NICs, events and history: one read of the user's grants
+        node = _node_or_404(request, hostname)
+        return _node_render(request, node)
 
 
 def _node_render(request: HttpRequest, node: Node, *, status: int = 200, **extra: Any) -> HttpResponse:
@@ -276,7 +277,11 @@ def _card_or_404(request: HttpRequest, serial: str) -> Accelerator:
 
 @login_required
 def accelerator_detail_view(request: HttpRequest, serial: str) -> HttpResponse:
-    card = _card_or_404(request, serial)
+    with scope_lookups_cached():  # one read of the user's grants for the card and every list around it
+        return _accelerator_render(request, _card_or_404(request, serial))
+
+
+def _accelerator_render(request: HttpRequest, card: Accelerator) -> HttpResponse:
     user = request.user
     scope = ViewScope.of(user)
     placements, more_placements = _capped(

@@ -218,6 +218,19 @@ def test_node_and_card_pages_run_the_same_queries_for_a_small_and_a_large_node(d
     print(f"queries: node page {node_large}, accelerator page {card_large}")
 
 
+def test_a_scoped_viewer_reads_their_grants_once_per_page(db):
+    """The node and card pages of a site viewer cost what a superuser's cost plus a fixed few reads (the grants
+    once, Django's model permissions, guardian's object check): not a read of the grants per list on the page
+    (six queries per restricted list before the grants were read once)."""
+    place = build_place("grants", cards=4, nics=2, events=3, changes=3, tickets=2)
+    viewer = scoped_user("viewer", place.site)
+    root = UserFactory(username="root-objects", is_superuser=True)
+    for url in (f"/nodes/{place.node.hostname}/", f"/accelerators/{place.cards[0].serial}/"):
+        _count(_client(root), url)  # warm the content-type caches
+        as_root, as_viewer = _count(_client(root), url), _count(_client(viewer), url)
+        assert as_viewer - as_root <= 7, (url, as_root, as_viewer)
+
+
 def test_a_far_end_switch_outside_the_users_scope_is_not_named(places):
     a, b = places
     nic = m.Nic.objects.create(node=a.node, name="mlx5_9", kind="infiniband")

@@ -10,7 +10,8 @@ from django.test.utils import CaptureQueriesContext
 
 from cmdb import models as m
 from cmdb.permissions import grant_scope
-from console.search import PER_KIND, Terms, inventory_search
+from console import search
+from console.search import MIN_FRAGMENT, PER_KIND, Terms, inventory_search
 from integrations.procurement.models import ProcurementRequest
 from tests.factories.cmdb import (
     AcceleratorFactory,
@@ -216,9 +217,44 @@ def test_each_kind_is_capped_with_a_link_to_the_full_list(world):
 def test_exact_match_wins_over_partial_ones(world):
     AcceleratorFactory(node=world["node"], serial="165492200123", slot_index=3)
     result = inventory_search(user=world["viewer"], query="165492200123")
-    [kind] = result.kinds
-    assert kind.total == 2 and kind.hits[0].is_exact and kind.hits[0].label == "165492200123"
     assert result.redirect_url == "/accelerators/165492200123/"
+    # Two objects named exactly (a card and a switch): listed, each kind's exact match first.
+    SwitchFactory(site=world["node"].site, name="sa-leaf-02", serial="165492200123")
+    result = inventory_search(user=world["viewer"], query="165492200123")
+    assert result.redirect_url is None
+    cards = next(k for k in result.kinds if k.kind == "accelerator")
+    assert cards.total == 2 and cards.hits[0].is_exact and cards.hits[0].label == "165492200123"
+    assert [h.is_exact for h in cards.hits] == [True, False]
+
+
+def test_a_large_total_is_counted_only_up_to_the_cap(world, monkeypatch):
+    shelf = StockLocationFactory(site=world["node"].site)
+    for i in range(12):
+        AcceleratorFactory(
+            node=None, stock_location=shelf, lifecycle="in_stock", serial=f"CAPY{i:04d}", slot_index=None
+        )
+    monkeypatch.setattr(search, "TOTAL_CAP", 10)
+    monkeypatch.setattr(search, "PER_KIND", 5)
+    [kind] = inventory_search(user=world["viewer"], query="capy").kinds
+    assert (len(kind.hits), kind.total_is_capped, kind.total_label) == (5, True, "more than 10")
+    page = _get(world["viewer"], "capy").content.decode()
+    assert "All more than 10 accelerators" in page and "more than 10 results" in page
+    # Exactly at the cap it is still the exact number.
+    AcceleratorFactory._meta.model.objects.filter(serial__in=["CAPY0010", "CAPY0011"]).delete()
+    [kind] = inventory_search(user=world["viewer"], query="capy").kinds
+    assert (kind.total, kind.total_is_capped, kind.total_label) == (10, False, "10")
+
+
+def test_a_fragment_shorter_than_the_minimum_matches_only_the_start(world):
+    assert MIN_FRAGMENT == 3
+    # "sa" starts sa-gpu-0001 and sa-leaf-01; "pu" is inside sa-gpu-0001 and a GPU UUID only and finds nothing.
+    assert {k.kind for k in inventory_search(user=world["viewer"], query="sa").kinds} == {"node", "switch"}
+    assert inventory_search(user=world["viewer"], query="pu").kinds == []
+    # From three characters on, anywhere in the identifier.
+    assert [h.label for h in inventory_search(user=world["viewer"], query="gpu").kinds[0].hits] == ["sa-gpu-0001"]
+    # A short fragment still never reaches another site.
+    labels = {h.label for k in inventory_search(user=world["viewer"], query="SR").kinds for h in k.hits}
+    assert labels == {"sa-gpu-0001"}
 
 
 @pytest.mark.parametrize(
@@ -255,3 +291,28 @@ def test_constant_queries_whatever_the_fleet_size(db, who):
     build_site("sq", nodes=12)
     grant_scope(scope_obj=m.Site.objects.get(code="sq"), perms=["view_scope"], users=[viewer])
     assert [_queries(user, q) for q in probes] == small
+
+
+def test_an_exact_match_opens_its_page_without_the_substring_pass(world):
+    exact, partial = _queries(world["root"], "1654922001234"), _queries(world["root"], "16549220012")
+    # The second pass (one query per kind) runs only when no single object is named exactly.
+    assert exact < partial, (exact, partial)
+    assert _get(world["root"], "1654922001234").status_code == 302
+
+
+@pytest.mark.services
+@pytest.mark.django_db
+def test_postgresql_serves_exact_prefix_and_substring_lookups_from_the_search_indexes():
+    """0007_search_indexes: the expressions Django's iexact / istartswith / icontains compare are the indexed
+    ones (with sequential scans off, as on a large table where the planner avoids them)."""
+    from django.db import connection as conn
+
+    if conn.vendor != "postgresql":
+        pytest.skip("PostgreSQL only: SQLite has no search indexes")
+    cards = m.Accelerator.objects
+    with conn.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+    assert "cmdb_accelerator_serial_up" in cards.filter(serial__iexact="NV123").explain()
+    assert "cmdb_accelerator_serial_up" in cards.filter(serial__istartswith="NV").explain()
+    assert "cmdb_accelerator_serial_tg" in cards.filter(serial__icontains="V12").explain()
+    assert "cmdb_node_hostname_tg" in m.Node.objects.filter(hostname__icontains="gpu").explain()
