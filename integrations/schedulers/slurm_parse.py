@@ -23,7 +23,9 @@ _REASON = re.compile(r"(?:(?<=\s)|^)Reason=(.*?) \[([^\]@\s]+)@([^\]\s]+)\]")
 
 # Node state words (base state + "+"-joined flags in scontrol; lower-case, compact forms in sinfo %t/%T).
 _DRAIN_WORDS = {"DRAIN", "DRAINED", "DRAINING", "DRNG", "DRAIN*"}
-_DOWN_WORDS = {"DOWN", "FAIL", "FAILING", "FUTURE", "FUTR", "INVAL", "NOT_RESPONDING"}
+# NOT_RESPONDING ("*") alone is not down: Slurm 22.05 shows a just-resumed node as IDLE* until its next ping,
+# and turns a node that stays silent DOWN after SlurmdTimeout.
+_DOWN_WORDS = {"DOWN", "FAIL", "FAILING", "FUTURE", "FUTR", "INVAL"}
 _BUSY_WORDS = {"ALLOCATED", "ALLOC", "MIXED", "MIX", "COMPLETING", "COMP", "DRAINING", "DRNG", "FAILING"}
 
 
