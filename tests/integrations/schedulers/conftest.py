@@ -3,6 +3,7 @@ gn1, gn2 with 8 GPUs each) running as children of the test on 127.0.0.1, configu
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -140,6 +141,13 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmClu
         _wait("slurmd nodes idle", nodes_idle)
         yield cluster
     finally:
+        # Jobs run under slurmstepd, which outlives slurmd: end them while the controller is still up.
+        if procs and procs[-1].poll() is None:
+            subprocess.run(["scancel", "--full", "-u", "root"], env=env, capture_output=True, timeout=30)
+            with contextlib.suppress(TimeoutError):  # stop the daemons anyway
+                _wait("jobs ended", lambda: not subprocess.run(
+                    ["squeue", "-h"], env=env, capture_output=True, text=True, timeout=30
+                ).stdout.strip(), timeout_s=20)  # fmt: skip
         for proc in reversed(procs):
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)

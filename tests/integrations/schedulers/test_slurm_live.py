@@ -92,5 +92,5 @@ def test_scheduler_errors_carry_slurm_message(slurm_cluster, slurm):
     with pytest.raises(PermanentError, match=r"(?i)invalid node name"):
         slurm.drain(SchedulerNode(name="gn9", cluster_kind="slurm"), reason=REASON)
     # No accounting database runs here: sacct's refusal reaches the caller as a PermanentError.
-    with pytest.raises(PermanentError):
+    with pytest.raises(PermanentError, match="sacct"):
         slurm.job_history(GN2, start_at=dt.datetime(2026, 1, 1), end_at=dt.datetime(2026, 1, 2))
