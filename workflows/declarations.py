@@ -205,6 +205,9 @@ class Workflow:
     # The diff an approver sees.
     plan_preview: Callable[[Ticket], Sequence[PlannedChange]] | None = None
     description: str = ""
+    # How long a drain step waits for the node's jobs to end before it fails and an operator decides; None:
+    # the DRAIN_TIMEOUT_MINUTES setting. A failed card's jobs are dying anyway; a decommission can wait a day.
+    drain_timeout: dt.timedelta | None = None
 
     def transition(self, name: str) -> Transition:
         for t in self.transitions:

@@ -8,6 +8,7 @@ resuming an active one succeeds without changing anything.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -32,6 +33,22 @@ class SchedulerNodeState:
     is_drained: bool  # unschedulable and running no (non-daemon) work
     running: int | None = None  # jobs / pods still running, when known
     reason: str = ""
+    jobs: tuple[str, ...] = ()  # ids of the jobs still running on it, when known (shown on the ticket)
+
+
+@dataclass(frozen=True)
+class SchedulerJob:
+    """A job as the scheduler reports it (squeue now, sacct for history). Times are the scheduler's local
+    time, naive, None where it has none yet."""
+
+    job_id: str
+    state: str  # the scheduler's word: RUNNING, COMPLETING, COMPLETED, FAILED, ...
+    user: str = ""
+    partition: str = ""
+    name: str = ""
+    nodes: tuple[str, ...] = ()
+    start_at: dt.datetime | None = None
+    end_at: dt.datetime | None = None
 
 
 @runtime_checkable
@@ -53,4 +70,4 @@ class Scheduler(Protocol):
         ...
 
 
-__all__ = ["Scheduler", "SchedulerNode", "SchedulerNodeState"]
+__all__ = ["Scheduler", "SchedulerJob", "SchedulerNode", "SchedulerNodeState"]

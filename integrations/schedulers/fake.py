@@ -23,8 +23,8 @@ class FakeScheduler:
     """Test double of the Scheduler protocol.
 
     `calls` counts *successful* calls per operation (the side effects performed); `attempts` counts every
-    call. `fail_next[op] = n` makes the next n calls of `op` raise TransientError. `running[name] = n` keeps n
-    jobs on a node so it stays draining until set back to 0.
+    call. `fail_next[op] = n` makes the next n calls of `op` raise TransientError. `nodes[name].running = n` keeps n
+    jobs (ids 1000, 1001, ...) on a node so it stays draining until set back to 0.
     """
 
     nodes: dict[str, _FakeNode] = field(default_factory=dict)
@@ -66,6 +66,7 @@ class FakeScheduler:
             is_drained=not n.schedulable and n.running == 0,
             running=n.running,
             reason=n.reason,
+            jobs=tuple(str(1000 + i) for i in range(n.running)),
         )
 
     def remove(self, node: SchedulerNode, *, reason: str) -> None:

@@ -98,6 +98,7 @@ def test_slurm_commands_and_errors():
         ["scontrol", "update", "NodeName=sh1-h100-0007", "State=DRAIN", "Reason=REP-12: card failed"],
         ["scontrol", "update", "NodeName=sh1-h100-0007", "State=RESUME"],
         ["scontrol", "show", "node", "sh1-h100-0007", "--oneliner"],
+        ["squeue", "-h", "-a", "-w", "sh1-h100-0007", "-o", "%i|%T|%u|%P|%S|%N|%j"],
         ["scontrol", "update", "NodeName=sh1-h100-0007", "State=DOWN", "Reason=DEC-3: end of life"],
     ]
     down = SlurmScheduler(
@@ -112,6 +113,17 @@ def test_slurm_commands_and_errors():
     )
     with pytest.raises(PermanentError):
         unknown.drain(NODE, reason="x")
+
+
+def test_slurm_draining_node_names_the_jobs_still_on_it():
+    runner = RecordingRunner(
+        {
+            "scontrol show node": result(stdout=SCONTROL_DRAINING),
+            "squeue": result(stdout="901|RUNNING|alice|gpu|2026-11-29T09:00:00|sh1-h100-0007|llm\n"),
+        }
+    )
+    state = SlurmScheduler(runner).node_state(NODE)
+    assert not state.is_drained and state.jobs == ("901",) and state.running == 1
 
 
 def test_slurm_resume_of_an_idle_node_is_done_already():

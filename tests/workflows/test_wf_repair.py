@@ -243,3 +243,46 @@ def test_expired_reservation_blocks_the_swap_until_reserved_again(wf, fleet, tec
     assert StepRun.objects.filter(ticket=ticket, step="reserve_spare").count() == 2
     ticket = take(wf, ticket, "confirm_swap", tech, old_serial=fleet.failed.serial, new_serial="SPARE-A")
     assert ticket.state == "verifying"
+
+
+def test_drain_waits_for_running_jobs_naming_them_until_the_ticket_types_timeout(wf, fleet, settings):
+    from integrations.schedulers.fake import _FakeNode
+    from workflows.definitions.common import drain_timeout
+
+    wf.scheduler.nodes["sh9-h100-0001"] = _FakeNode(running=2)
+    ticket = open_by_hook(wf, fleet)
+    run = StepRun.objects.get(ticket=ticket, step="drain")
+    assert run.status == StepStatus.WAITING and run.wait_key == f"node:{fleet.node.pk}:drained"
+    assert m.Node.objects.get(pk=fleet.node.pk).status == "draining"  # not yet maintenance: hands off
+    steps = ticket.timeline.filter(kind="step")
+    assert "still runs 2 job(s) (1000, 1001)" in steps.last().message
+
+    # Repair sets its own timeout (2 h), whatever the global default says.
+    settings.GPUOPS_WORKFLOWS = {"DRAIN_TIMEOUT_MINUTES": 1}
+    assert drain_timeout(ticket) == dt.timedelta(hours=2)
+    deadline = dt.datetime.fromisoformat(run.state["deadline:drain"])
+    assert dt.timedelta(hours=2) <= deadline - run.created_at < dt.timedelta(hours=2, minutes=1)
+
+    wf.wake()  # nothing changed: waits on
+    wf.scheduler.nodes["sh9-h100-0001"].running = 1  # one job ended: the ticket says which one is left
+    wf.wake()
+    assert ticket_fresh(ticket).state == ticket.state
+    assert "still runs 1 job(s) (1000)" in steps.last().message
+    assert steps.filter(message__contains="waiting").count() == 2  # a recheck with no change stays quiet
+
+    run = StepRun.objects.get(ticket=ticket, step="drain")
+    run.state["deadline:drain"] = (timezone.now() - dt.timedelta(seconds=1)).isoformat()
+    run.save(update_fields=["state"])
+    wf.wake()
+    run.refresh_from_db()
+    assert run.status == StepStatus.FAILED
+    assert "still runs 1 job(s) (1000) after 2:00:00" in run.error
+    assert m.Node.objects.get(pk=fleet.node.pk).status == "draining"
+
+
+def test_drain_timeout_falls_back_to_the_setting_for_types_without_one(wf, fleet, settings):
+    from workflows.definitions.common import drain_timeout
+
+    settings.GPUOPS_WORKFLOWS = {"DRAIN_TIMEOUT_MINUTES": 45}
+    assert drain_timeout(Ticket(type="rollout")) == dt.timedelta(minutes=45)
+    assert drain_timeout(Ticket(type="decommission")) == dt.timedelta(hours=24)

@@ -481,6 +481,7 @@ WORKFLOW = Workflow(
     initial=S.OPEN,
     terminal=TERMINAL,
     transitions=TRANSITIONS,
+    drain_timeout=dt.timedelta(hours=4),
     steps=(drain, verify, resume, release),
     create_fields=(
         Field("fabric", "Fabric (name)", max_length=100),

@@ -17,6 +17,7 @@ from integrations.schedulers import SchedulerNode, scheduler_for
 
 from ..conf import workflows_setting
 from ..models import ProcurementNeed, Ticket
+from ..registry import workflow_or_none
 from ..services.cmdb_writes import procurement_needs_close
 from ..steps import Failed, StepContext, WaitForEvent
 
@@ -43,6 +44,14 @@ def drain_reason(ticket: Ticket) -> str:
     return f"{ticket.reference}: {ticket.title}"[:200]
 
 
+def drain_timeout(ticket: Ticket) -> dt.timedelta:
+    """How long a drain waits for running jobs: the ticket type's `drain_timeout`, else the setting."""
+    declared = workflow_or_none(ticket.type)
+    if declared is not None and declared.drain_timeout is not None:
+        return declared.drain_timeout
+    return dt.timedelta(minutes=workflows_setting("DRAIN_TIMEOUT_MINUTES"))
+
+
 def node_drain(ctx: StepContext, node: Node) -> tuple[dict[str, Any], Failed | WaitForEvent | None]:
     """Drain `node` in its scheduler and mark it draining + cordoned in the CMDB; once the scheduler reports
     it drained, move it to maintenance.
@@ -66,9 +75,12 @@ def node_drain(ctx: StepContext, node: Node) -> tuple[dict[str, Any], Failed | W
     before = ctx.effect("cmdb_drain", cmdb_drain)
     state = scheduler.node_state(target)
     if not state.is_drained:
-        timeout = dt.timedelta(minutes=workflows_setting("DRAIN_TIMEOUT_MINUTES"))
+        timeout = drain_timeout(ctx.ticket)
         deadline = ctx.deadline("drain", timeout)
         left = f"{state.running} job(s)" if state.running is not None else f"work ({state.state})"
+        if state.jobs:  # the scheduler named them (Slurm): the ticket shows which jobs hold the node
+            shown = ", ".join(state.jobs[:20]) + (f" and {len(state.jobs) - 20} more" if len(state.jobs) > 20 else "")
+            left += f" ({shown})"
         if ctx.now >= deadline:
             return before, Failed(
                 reason=f"{node} still runs {left} after {timeout}; retry the step to keep waiting, or cancel the ticket"

@@ -290,6 +290,7 @@ WORKFLOW = Workflow(
     initial=S.DRAFT,
     terminal=frozenset({S.CLOSED, S.CANCELLED}),
     transitions=TRANSITIONS,
+    drain_timeout=dt.timedelta(hours=24),
     steps=(drain, remove_from_cluster, finalize, release),
     approval=ApprovalRule(
         state=S.AWAITING_APPROVAL,

@@ -517,6 +517,7 @@ WORKFLOW = Workflow(
     initial=S.NEW,
     terminal=TERMINAL,
     transitions=TRANSITIONS,
+    drain_timeout=dt.timedelta(hours=2),
     steps=(drain, reserve_spare, update_cmdb, verify, resume, receive_replacement, release),
     create_fields=(Field("accelerator", "Failed card (serial)", kind="accelerator"),),
     waiting_states=frozenset(
