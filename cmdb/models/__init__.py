@@ -3,6 +3,7 @@
 from .accelerators import Accelerator, AcceleratorLifecycle, AcceleratorPlacement, PlacementKind
 from .base import TrackedModel
 from .catalog import AcceleratorModel, FormFactor, Interconnect, PartKind, PartModel, ServerModel, Tag, Vendor
+from .directory import DirectoryAccount, DirectoryGrant, DirectoryGrantKind, DirectoryGroupMapping, ScopePerm
 from .firmware import (
     BaselineRule,
     ComplianceStatus,
@@ -11,7 +12,6 @@ from .firmware import (
     FirmwareKind,
     NodeFirmware,
 )
-from .directory import DirectoryAccount, DirectoryGrant, DirectoryGrantKind, DirectoryGroupMapping, ScopePerm
 from .health import HealthAction, HealthEvent, HealthPolicy, Severity
 from .history import ChangeAction, ChangeRecord
 from .locations import Rack, RackCooling, RackFace, RackStatus, RackUnit, Room, Site

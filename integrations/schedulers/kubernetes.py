@@ -121,6 +121,7 @@ def _state(facts: KubernetesNodeFacts, blocking: list[dict[str, Any]]) -> Schedu
         is_drained=facts.unschedulable and not blocking,
         running=len(blocking),
         reason=f"{facts.reason} (pods left: {names})".strip() if blocking else facts.reason,
+        jobs=tuple(_pod_name(p) for p in blocking),
     )
 
 

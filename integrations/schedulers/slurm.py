@@ -97,9 +97,12 @@ class SlurmScheduler:
         jobs = tuple(job.job_id for job in self.node_jobs(node) if job.state in _ACTIVE_JOB_STATES)
         return node_state_from(node.name, state.state, state.reason, jobs)
 
-    def nodes_state(self) -> list[SchedulerNodeState]:
-        """Every node of the cluster in one call (sinfo), for syncing the scheduler's view back."""
-        return sinfo_nodes_parse(self._run("sinfo", "-h", "-N", "-o", SINFO_FORMAT).stdout)
+    def nodes_state(self, nodes: list[SchedulerNode]) -> dict[str, SchedulerNodeState]:
+        """The state of `nodes` from one sinfo call for the whole cluster (the scheduler sync's read). A node in
+        several partitions is listed once; nodes Slurm does not know are absent from the answer."""
+        wanted = {n.name for n in nodes}
+        states = sinfo_nodes_parse(self._run("sinfo", "-h", "-N", "-o", SINFO_FORMAT).stdout)
+        return {s.name: s for s in states if s.name in wanted}
 
     def node_jobs(self, node: SchedulerNode) -> list[SchedulerJob]:
         """The jobs on the node now (squeue), every user's."""

@@ -75,7 +75,7 @@ def test_drain_waits_for_the_running_job_new_work_avoids_the_node_and_resume_bri
     drained = until("gn1 drained", lambda: (s := slurm.node_state(GN1)).is_drained and s)
     assert drained.jobs == () and drained.reason == REASON
     assert slurm_cluster.run("sinfo", "-h", "-N", "-n", "gn1", "-o", "%T|%E").strip() == f"drained|{REASON}"
-    states = {s.name: s for s in slurm.nodes_state()}
+    states = slurm.nodes_state([GN1, GN2])
     assert states["gn1"].is_drained and states["gn1"].reason == REASON and states["gn2"].is_schedulable
 
     slurm.resume(GN1)
@@ -94,3 +94,30 @@ def test_scheduler_errors_carry_slurm_message(slurm_cluster, slurm):
     # No accounting database runs here: sacct's refusal reaches the caller as a PermanentError.
     with pytest.raises(PermanentError, match="sacct"):
         slurm.job_history(GN2, start_at=dt.datetime(2026, 1, 1), end_at=dt.datetime(2026, 1, 2))
+
+
+@pytest.mark.django_db
+def test_a_node_drained_by_hand_in_slurm_is_recorded_as_drift(slurm_cluster, slurm):
+    """The scheduler sync reads the real Slurm (one sinfo for the cluster) and records an operator's drain that
+    gpuops did not make, without changing either side; resuming in Slurm resolves it."""
+    from integrations.models import DriftKind, SchedulerDrift
+    from integrations.schedulers.sync import scheduler_drift_sync, synced_clusters
+    from tests.factories.cmdb import ClusterFactory, NodeFactory
+
+    cluster = ClusterFactory(name="gpuopstest", kind="slurm")
+    for name in ("gn1", "gn2", "gn3"):
+        NodeFactory(hostname=name, site=cluster.site, cluster=cluster)
+    assert synced_clusters() == [cluster.pk]
+    slurm_cluster.run("scontrol", "update", "NodeName=gn1", "State=DRAIN", "Reason=bios update - alice")
+
+    result = scheduler_drift_sync(cluster.pk)
+    drifts = {d.node.hostname: d for d in SchedulerDrift.objects.filter(resolved_at__isnull=True)}
+    assert sorted(result.opened) == ["gn1", "gn3"]  # gn3 is not in slurm.conf
+    assert drifts["gn1"].kind == DriftKind.SCHEDULER_UNSCHEDULABLE
+    assert drifts["gn1"].scheduler_reason == "bios update - alice"
+    assert drifts["gn3"].kind == DriftKind.MISSING
+    assert "drain" in slurm_cluster.run("sinfo", "-h", "-n", "gn1", "-o", "%T")  # not resumed by the sync
+
+    slurm_cluster.run("scontrol", "update", "NodeName=gn1", "State=RESUME")
+    until("gn1 idle", lambda: "drain" not in slurm_cluster.run("sinfo", "-h", "-n", "gn1", "-o", "%T"))
+    assert scheduler_drift_sync(cluster.pk).resolved == ["gn1"]
