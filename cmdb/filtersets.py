@@ -25,6 +25,7 @@ from drf_spectacular.utils import extend_schema_field
 from gpuops.api.fields import MAX_ID
 
 from . import models as m
+from .models.software import PACKAGE_COMPONENT_CHOICES
 
 
 @extend_schema_field(OpenApiTypes.STR)
@@ -316,7 +317,7 @@ class FirmwareBaselineFilterSet(TrackedFilterSet):
 class DriverPackageFilterSet(TrackedFilterSet):
     search_fields = ("version", "notes")
     vendor, vendor__in = ref("vendor", "slug", "Vendor")
-    component, component__in = choice("component", m.DriverComponent.choices)
+    component, component__in = choice("component", PACKAGE_COMPONENT_CHOICES)
     version, version__in = text("version")
     supports = df.CharFilter(
         method="filter_supports",

@@ -197,3 +197,35 @@ def spare_counts(*, site_ids: Iterable[int] | None = None) -> dict[tuple[int, in
         )
     )
     return {(r["site_id"], r["model_id"]): (r["on_hand"], r["reserved"]) for r in rows}
+
+
+def component_versions(node_ids: Iterable[int] | QuerySet, component: str) -> dict[int, str]:
+    """The version of `component` on each node, for rollouts (planning, verification): the installed software's
+    for a driver or toolkit; for a firmware component the one its devices report, the oldest where they differ
+    (a node is at a version only when every device is). Nodes with nothing recorded are absent. One query."""
+    from .models import FirmwareComponent, FirmwareKind, InstalledSoftware
+    from .versions import version_key
+
+    if component not in FirmwareKind.values:
+        return dict(
+            InstalledSoftware.objects.filter(node_id__in=node_ids, component=component).values_list(
+                "node_id", "version"
+            )
+        )
+    by_node: dict[int, list[str]] = {}
+    for node_id, version in (
+        FirmwareComponent.objects.filter(node_id__in=node_ids, component=component)
+        .order_by()
+        .values_list("node_id", "version")
+    ):
+        by_node.setdefault(node_id, []).append(version)
+
+    def oldest(versions: list[str]) -> str:
+        if len(set(versions)) == 1:
+            return versions[0]
+        keyed = [(version_key(v), v) for v in versions]
+        if all(k is not None for k, _ in keyed):
+            return min(keyed)[1]
+        return sorted(versions)[0]  # incomparable strings: any one that differs keeps the node "not there yet"
+
+    return {node_id: oldest(versions) for node_id, versions in by_node.items()}

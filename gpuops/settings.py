@@ -242,7 +242,9 @@ SPECTACULAR_SETTINGS = {
             "RackCooling",
             "RackFace",
         )
-    },
+    }
+    # A package installs a driver or a firmware component: its own choice set beside DriverComponent's.
+    | {"PackageComponentEnum": "cmdb.models.software.PACKAGE_COMPONENT_CHOICES"},
 }
 
 # --- Celery ---------------------------------------------------------------------------------------------------

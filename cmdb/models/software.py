@@ -6,6 +6,7 @@ from django.db import models
 
 from .base import TrackedModel
 from .catalog import AcceleratorModel, Vendor
+from .firmware import FirmwareKind
 from .nodes import Node
 
 
@@ -21,11 +22,17 @@ class DriverComponent(models.TextChoices):
     DTK = "dtk", "DTK"
 
 
+# What a package can install: a driver or toolkit (its version is what the agent reports as installed software)
+# or a firmware component (its version is what the node's devices report: BIOS, BMC, NIC, GPU VBIOS, ...).
+PACKAGE_COMPONENT_CHOICES = [*DriverComponent.choices, *FirmwareKind.choices]
+
+
 class DriverPackage(TrackedModel):
-    """A version of a driver/firmware/toolkit component, with install and rollback command templates."""
+    """A version of a driver/firmware/toolkit component, with install and rollback command templates. A firmware
+    package's commands run the vendor's tool (e.g. `mlxfwmanager -u`, the BMC's update utility)."""
 
     vendor = models.ForeignKey(Vendor, on_delete=models.PROTECT, related_name="driver_packages")
-    component = models.CharField(max_length=32, choices=DriverComponent.choices)
+    component = models.CharField(max_length=32, choices=PACKAGE_COMPONENT_CHOICES)
     version = models.CharField(max_length=64)
     supported_models = models.ManyToManyField(
         AcceleratorModel, blank=True, related_name="driver_packages", help_text="Compatibility matrix."

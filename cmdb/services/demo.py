@@ -112,6 +112,8 @@ DRIVERS = [
     ("ascend", "cann", "8.0.RC3", False, ["Ascend 910B3", "Ascend 910B4"]),
     ("hygon", "hygon-driver", "6.3.8", True, ["Hygon K100", "Hygon Z100"]),
     ("hygon", "dtk", "24.04.3", False, ["Hygon K100", "Hygon Z100"]),
+    # A firmware package: a rollout of it flashes every card's VBIOS (the install command runs the vendor's tool).
+    ("nvidia", "gpu_vbios", "96.00.89.00.01", True, ["H100-SXM5-80GB", "H200-SXM5-141GB"]),
 ]
 # Installed on every demo node of a vendor at load time.
 BASELINE = {

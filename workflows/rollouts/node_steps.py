@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cmdb.models import Accelerator, AcceleratorLifecycle, InstalledSoftware, Node, NodeStatus
+from cmdb.models import Accelerator, AcceleratorLifecycle, Node, NodeStatus
+from cmdb.selectors import component_versions
 from cmdb.services.nodes import node_uncordon, nodes_set_status
 from cmdb.services.topology import node_topology_check
 from integrations.executors import CommandResult, ExecTarget, command_render, executor_get
@@ -155,9 +156,7 @@ def verification_problems(run: NodeRun, component: str, notes: list[str] | None 
     if node.last_seen_at is None or since is None or node.last_seen_at <= since:
         problems.append("no agent report since the install")
         return problems
-    installed = (
-        InstalledSoftware.objects.filter(node=node, component=component).values_list("version", flat=True).first()
-    )
+    installed = component_versions([node.pk], component).get(node.pk)
     if installed != run.target_version:
         problems.append(f"{component} reported {installed or 'absent'}, want {run.target_version}")
     cards = {c.serial: c for c in Accelerator.objects.filter(node=node, lifecycle=AcceleratorLifecycle.INSTALLED)}

@@ -19,10 +19,10 @@ from cmdb.models import (
     AcceleratorModel,
     Cluster,
     DriverPackage,
-    InstalledSoftware,
     Node,
     NodeStatus,
 )
+from cmdb.selectors import component_versions
 
 from .access import visible
 from .locks import node_lock_holders
@@ -187,11 +187,7 @@ def node_facts(
         .distinct()
     ):
         card_models[node_id].add(model_id)
-    versions = dict(
-        InstalledSoftware.objects.filter(node_id__in=selection, component=package.component).values_list(
-            "node_id", "version"
-        )
-    )
+    versions = component_versions(selection, package.component)
     locks = node_lock_holders(selection, exclude_key=own_lock_key)
     tickets = open_ticket_holders(selection, exclude_ticket_id=own_ticket_id)
     canary = set(
