@@ -54,7 +54,10 @@ class ScopedRelatedFieldListFilter(admin.RelatedFieldListFilter):
 
 
 class ScopedAdmin(admin.ModelAdmin):
-    """A ModelAdmin that sees and edits only what the user's guardian grants cover (see cmdb.permissions)."""
+    """A ModelAdmin that sees and edits only what the user's guardian grants cover (see cmdb.permissions).
+
+    Each view reads the user's scope grants once (scope_lookups_cached): a changelist asks for them in every
+    permission check, filter and action, dozens of times a page."""
 
     history_inline = True
     list_per_page = 100
@@ -131,13 +134,17 @@ class ScopedAdmin(admin.ModelAdmin):
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def changeform_view(self, request, *args, **kwargs):
-        with change_context(source=ChangeSource.ADMIN, actor=request.user):
+        with change_context(source=ChangeSource.ADMIN, actor=request.user), permissions.scope_lookups_cached():
             return super().changeform_view(request, *args, **kwargs)
 
     def delete_view(self, request, *args, **kwargs):
-        with change_context(source=ChangeSource.ADMIN, actor=request.user):
+        with change_context(source=ChangeSource.ADMIN, actor=request.user), permissions.scope_lookups_cached():
             return super().delete_view(request, *args, **kwargs)
 
+    def history_view(self, request, *args, **kwargs):
+        with permissions.scope_lookups_cached():
+            return super().history_view(request, *args, **kwargs)
+
     def changelist_view(self, request, *args, **kwargs):
-        with change_context(source=ChangeSource.ADMIN, actor=request.user):
+        with change_context(source=ChangeSource.ADMIN, actor=request.user), permissions.scope_lookups_cached():
             return super().changelist_view(request, *args, **kwargs)

@@ -87,12 +87,20 @@ _scope_memo: ContextVar[dict[tuple[Any, str, str], list[int]] | None] = ContextV
 @contextmanager
 def scope_lookups_cached() -> Iterator[None]:
     """Within the block, each user's scope grants are read once (a page restricting ten querysets asks guardian
-    six queries, not sixty). For read-only work only: a grant changed inside the block is not seen."""
+    six queries, not sixty). A grant or group membership written inside the block empties the memo
+    (`scope_lookups_forget`), so a write is never checked against grants it has just changed."""
     token = _scope_memo.set({})
     try:
         yield
     finally:
         _scope_memo.reset(token)
+
+
+def scope_lookups_forget(**kwargs: Any) -> None:
+    """Empty the memo of `scope_lookups_cached` (connected to guardian grant and group-membership writes)."""
+    memo = _scope_memo.get()
+    if memo:
+        memo.clear()
 
 
 def user_scope_ids(user: AbstractBaseUser, scope: str, action: str = "view") -> list[int]:

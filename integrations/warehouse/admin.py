@@ -145,12 +145,14 @@ class StockOverviewAdmin(ReadOnlyAdmin):
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
         # The grants are on cmdb.Site (a proxy model's queryset was a 500 for non-superusers).
-        visible = permissions.restrict(Site.objects.all(), request.user, "view")
-        code = request.GET.get("site")
-        sites = visible.filter(code=code) if code else visible
-        lines = stock_lines(site_ids=list(sites.values_list("pk", flat=True)))
+        with permissions.scope_lookups_cached():  # the menu asks for every admin's permissions: read grants once
+            visible = permissions.restrict(Site.objects.all(), request.user, "view")
+            code = request.GET.get("site")
+            sites = visible.filter(code=code) if code else visible
+            lines = stock_lines(site_ids=list(sites.values_list("pk", flat=True)))
+            admin_context = self.admin_site.each_context(request)
         context = {
-            **self.admin_site.each_context(request),
+            **admin_context,
             "title": "Stock overview",
             "lines": lines,
             "opts": self.model._meta,

@@ -65,3 +65,24 @@ def test_one_query_reads_every_scope_grant_of_the_user_and_their_groups(db):
     assert cluster.pk not in seen["cluster", "view"]
     # Outside the block, one scope at a time, the same answer.
     assert user_scope_ids(carol, "site", "change") == [b.pk]
+
+
+def test_a_grant_or_group_written_inside_the_block_is_seen_at_once(db):
+    from django.contrib.auth.models import Group
+
+    from cmdb.permissions import revoke_scope
+
+    a, b = SiteFactory(code="sa"), SiteFactory(code="sb")
+    in_a, in_b = NodeFactory(site=a), NodeFactory(site=b)
+    alice = UserFactory(username="alice", is_staff=False)
+    grant_scope(scope_obj=a, perms=["view_scope"], users=[alice])
+    b_viewers = Group.objects.create(name="site-b-viewers")
+    grant_scope(scope_obj=b, perms=["view_scope"], groups=[b_viewers])
+    with scope_lookups_cached():
+        assert _restricted(alice)[0] == [in_a.pk]
+        alice.groups.add(b_viewers)  # a membership written in the block (an admin saving a user)
+        assert _restricted(alice)[0] == sorted([in_a.pk, in_b.pk])
+        revoke_scope(scope_obj=a, perms=["view_scope"], users=[alice])
+        assert _restricted(alice)[0] == [in_b.pk]
+        alice.groups.remove(b_viewers)
+        assert _restricted(alice)[0] == []

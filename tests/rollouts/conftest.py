@@ -22,7 +22,8 @@ INSTALL = re.compile(r"install-(?P<component>[\w-]+)\s+'?(?P<version>[^\s']+)'?"
 @dataclass
 class FakeAgent:
     """Plays the node's inventory agent: after a command that installs a version, the node 'reports' it
-    (InstalledSoftware or, for firmware, the devices' FirmwareComponent rows updated, node and cards seen now), the way a real report after the install would.
+    (InstalledSoftware or, for firmware, the devices' FirmwareComponent rows updated, node and cards seen now),
+    the way a real report after the install would.
 
     `silent` hosts never report; `bad_cards[host] = serial` reports that card failed; `stuck[host]` reports
     but keeps the old version (the install did not take).
@@ -42,9 +43,7 @@ class FakeAgent:
         match = INSTALL.search(command)
         if match and host not in self.stuck and match["component"] in m.FirmwareKind.values:
             # Firmware: every device of the component reports the new version, as the next agent report would.
-            m.FirmwareComponent.objects.filter(node=node, component=match["component"]).update(
-                version=match["version"]
-            )
+            m.FirmwareComponent.objects.filter(node=node, component=match["component"]).update(version=match["version"])
         elif match and host not in self.stuck:
             # A queryset update, as ingestion does: InstalledSoftware.version (the software's) shadows the
             # TrackedModel save counter, so a plain save() would try to increment a version string.
