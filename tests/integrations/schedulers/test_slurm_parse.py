@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
-from pathlib import Path
 
 import pytest
 
@@ -20,14 +18,16 @@ from integrations.schedulers.slurm_parse import (
     squeue_parse,
     table_parse,
 )
+from tests.conftest import SHARED_FIXTURES
 
-REPO = Path(__file__).resolve().parents[3]
-SLURM = Path(os.environ.get("GPUOPS_SHARED_FIXTURES", REPO.parent / "shared" / "fixtures")) / "slurm"
+SLURM = SHARED_FIXTURES / "slurm"
 FILES = {path.name for path in SLURM.glob("*.txt")}
 PARSED: set[str] = set()
 
 
 def fixture(name: str) -> str:
+    if not SLURM.is_dir():
+        pytest.skip(f"real captures folder {SLURM} is absent")
     PARSED.add(name)
     return (SLURM / name).read_text()
 
@@ -102,6 +102,8 @@ def test_sinfo_list_reasons_free_text_column():
 
 
 def test_every_slurm_fixture_is_parsed():
+    if not SLURM.is_dir():
+        pytest.skip(f"real captures folder {SLURM} is absent")
     missing = FILES - PARSED
     assert FILES and not missing, f"Slurm fixtures without a parser test: {sorted(missing)}"
 
