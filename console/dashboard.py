@@ -487,7 +487,8 @@ def cached_fleet_dashboard(*, user: AbstractBaseUser) -> dict[str, Any]:
         return fleet_dashboard(user=user)
     key = scope_key(user)
     figures = cache.get(key)
-    if figures is None:
+    # The figures' own age decides, not only the cache backend's expiry (whose clock and rounding vary by backend).
+    if figures is None or (timezone.now() - figures["now"]).total_seconds() >= seconds:
         figures = fleet_dashboard(user=user)
         cache.set(key, figures, timeout=seconds)
     return figures
