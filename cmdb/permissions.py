@@ -183,7 +183,9 @@ def _direct_grants_q(user: AbstractBaseUser, model: type[models.Model], action: 
     a scan of the whole table (100,000 cards) in every restricted query of a scoped user."""
     ct = ContentType.objects.get_for_model(model)
     grant = {"permission__content_type": ct, "permission__codename": f"{action}_{model._meta.model_name}"}
-    as_id = Cast("object_pk", models.BigIntegerField())
+    # guardian keeps object ids as text: cast them to the model's key type (integers, or UUIDs for reports).
+    pk = model._meta.pk
+    as_id = Cast("object_pk", models.BigIntegerField() if isinstance(pk, models.IntegerField) else type(pk)())
     by_user = UserObjectPermission.objects.filter(user_id=user.pk, **grant).values(oid=as_id)
     by_group = GroupObjectPermission.objects.filter(group__user=user.pk, **grant).values(oid=as_id)
     return Q(pk__in=by_user) | Q(pk__in=by_group)
