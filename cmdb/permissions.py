@@ -185,7 +185,8 @@ def _direct_grants_q(user: AbstractBaseUser, model: type[models.Model], action: 
     grant = {"permission__content_type": ct, "permission__codename": f"{action}_{model._meta.model_name}"}
     # guardian keeps object ids as text: cast them to the model's key type (integers, or UUIDs for reports).
     pk = model._meta.pk
-    as_id = Cast("object_pk", models.BigIntegerField() if isinstance(pk, models.IntegerField) else type(pk)())
+    key = pk.target_field if pk.is_relation else pk  # a one-to-one primary key (AgentState) has its target's type
+    as_id = Cast("object_pk", models.BigIntegerField() if isinstance(key, models.IntegerField) else type(key)())
     by_user = UserObjectPermission.objects.filter(user_id=user.pk, **grant).values(oid=as_id)
     by_group = GroupObjectPermission.objects.filter(group__user=user.pk, **grant).values(oid=as_id)
     return Q(pk__in=by_user) | Q(pk__in=by_group)
