@@ -62,7 +62,15 @@ def local_peer(check: Callable[[Received], tuple[int, Any]]) -> Iterator[Peer]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    with serving(Handler) as url:
+        peer.url = url
+        yield peer
+
+
+@contextmanager
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """Serve `handler` on a free loopback port in a thread; yields the base URL. Used by every test HTTP peer."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.timeout = 0.1  # handle_request() returns at least this often, so the loop sees `stop`
     stop = threading.Event()
 
@@ -74,9 +82,8 @@ def local_peer(check: Callable[[Received], tuple[int, Any]]) -> Iterator[Peer]:
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-    peer.url = f"http://127.0.0.1:{server.server_address[1]}"
     try:
-        yield peer
+        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         stop.set()
         thread.join(5)

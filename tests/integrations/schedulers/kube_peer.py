@@ -11,13 +11,14 @@ from __future__ import annotations
 import copy
 import json
 import re
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.integrations.notifiers.hooks_peer import serving
 
 TOKEN = "gpuops-test-token"
 
@@ -203,23 +204,9 @@ def kube_api(api: KubeApi) -> Iterator[KubeApi]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.timeout = 0.1
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            server.handle_request()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    api.url = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with serving(Handler) as url:
+        api.url = url
         yield api
-    finally:
-        stop.set()
-        thread.join(5)
-        server.server_close()
 
 
 def kubeconfig_write(path: Any, url: str, *, token: str = TOKEN, context: str = "gpu-prod") -> str:
