@@ -20,28 +20,28 @@ def _config() -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
     return integrations_setting("SCHEDULERS"), integrations_setting("SCHEDULER_OPTIONS")
 
 
+NOOP_PATH = "integrations.schedulers.noop.NoopScheduler"
+
+
+def _path_for(cluster_kind: str) -> str:
+    paths, _ = _config()
+    return paths.get(cluster_kind) or paths.get("default") or NOOP_PATH
+
+
 def scheduler_for(cluster_kind: str) -> Scheduler:
     """The adapter for "slurm", "kubernetes" (or any kind named in settings), else the "default" one."""
     if _override is not None:
         return _override
-    paths, options = _config()
-    path = paths.get(cluster_kind) or paths.get("default") or "integrations.schedulers.noop.NoopScheduler"
+    path = _path_for(cluster_kind)
     key = (cluster_kind, path)
     if key not in _cache:
-        _cache[key] = import_string(path)(**options.get(path, {}))
+        _cache[key] = import_string(path)(**integrations_setting("SCHEDULER_OPTIONS").get(path, {}))
     return _cache[key]
-
-
-NOOP_PATH = "integrations.schedulers.noop.NoopScheduler"
 
 
 def scheduler_configured(cluster_kind: str) -> bool:
     """Whether clusters of this kind have a real adapter (not the no-op default), so their state can be read."""
-    if _override is not None:
-        return True
-    paths, _ = _config()
-    path = paths.get(cluster_kind) or paths.get("default") or NOOP_PATH
-    return path != NOOP_PATH
+    return _override is not None or _path_for(cluster_kind) != NOOP_PATH
 
 
 @contextlib.contextmanager

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from cmdb.models import Cluster, Node, NodeStatus
 
+from ..exceptions import PermanentError
 from ..models import DriftKind, SchedulerDrift
 from .base import SchedulerNode, SchedulerNodeState
 from .registry import scheduler_configured, scheduler_for
@@ -46,8 +47,6 @@ def nodes_state_read(cluster: Cluster, names: list[str]) -> dict[str, SchedulerN
     targets = [SchedulerNode(name=n, cluster=cluster.name, cluster_kind=cluster.kind) for n in names]
     if bulk is not None:
         return bulk(targets)
-    from integrations.exceptions import PermanentError
-
     states: dict[str, SchedulerNodeState] = {}
     for target in targets:
         try:
