@@ -13,7 +13,6 @@ Requests go through Django's test client (middleware and DRF included, no networ
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -21,17 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-
-def _configure(database_url: str) -> str:
-    url = database_url or os.environ.get("DATABASE_URL", "")
-    if not url:
-        url = f"sqlite:///{REPO / 'var' / 'bench' / 'large.sqlite3'}"
-    os.environ["DATABASE_URL"] = url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpuops.settings")
-    import django
-
-    django.setup()
-    return url
+from bench.common import django_configure  # noqa: E402 (after the path is set)
 
 
 def main() -> int:
@@ -39,7 +28,7 @@ def main() -> int:
     parser.add_argument("--database-url", default="")
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    url = _configure(args.database_url)
+    url = django_configure(args.database_url)
 
     from django.contrib.auth import get_user_model
     from django.db import connection
