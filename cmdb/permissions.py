@@ -118,9 +118,6 @@ def user_scope_ids(user: AbstractBaseUser, scope: str, action: str = "view") -> 
     return list(memo[key])
 
 
-_scope_ids = user_scope_ids  # the name the permission checks below use
-
-
 def _scope_grants(user: AbstractBaseUser, scopes: list[str]) -> dict[tuple[str, str], list[int]]:
     """(scope, "view" / "change") -> ids, for each of `scopes`: the user's own grants and their groups', in one
     query. `change_scope` implies `view_scope`."""
@@ -171,7 +168,7 @@ def restrict(queryset: QuerySet, user: AbstractBaseUser, action: str = "view") -
         return queryset if action == "view" else queryset.none()
     condition = Q(pk__in=[])
     for scope, path in SCOPE_PATHS.get(label, {}).items():
-        ids = _scope_ids(user, scope, "view" if action == "view" else "change")
+        ids = user_scope_ids(user, scope, "view" if action == "view" else "change")
         if ids:
             condition |= Q(**{f"{path}__in" if path != "pk" else "pk__in": ids})
     return queryset.filter(condition | _direct_grants_q(user, model, action))
@@ -198,7 +195,7 @@ def scope_q(model: type[models.Model], user: AbstractBaseUser, action: str = "vi
     must not reach into another site."""
     condition = Q(pk__in=[])
     for scope, path in SCOPE_PATHS.get(_label(model), {}).items():
-        ids = _scope_ids(user, scope, "view" if action == "view" else "change")
+        ids = user_scope_ids(user, scope, "view" if action == "view" else "change")
         if ids:
             condition |= Q(**{f"{path}__in" if path != "pk" else "pk__in": ids})
     return condition
@@ -211,14 +208,14 @@ def in_scopes(user: AbstractBaseUser, action: str, obj: models.Model) -> bool:
     wanted = "view" if action == "view" else "change"
     for scope, path in SCOPE_PATHS.get(_label(type(obj)), {}).items():
         target = _resolve(obj, path)
-        if target is not None and target in _scope_ids(user, scope, wanted):
+        if target is not None and target in user_scope_ids(user, scope, wanted):
             return True
     return False
 
 
 def has_any_scope(user: AbstractBaseUser, action: str = "view") -> bool:
     """Whether the user holds any scope grant (used to show the admin index to technicians)."""
-    return any(_scope_ids(user, scope, action) for scope in SCOPE_MODELS)
+    return any(user_scope_ids(user, scope, action) for scope in SCOPE_MODELS)
 
 
 def _resolve(obj: Any, path: str) -> Any:
@@ -252,7 +249,7 @@ def can(user: AbstractBaseUser, action: str, obj: models.Model) -> bool:
     wanted = "view" if action == "view" else "change"
     for scope, path in SCOPE_PATHS.get(label, {}).items():
         target = _resolve(obj, path)
-        if target is not None and target in _scope_ids(user, scope, wanted):
+        if target is not None and target in user_scope_ids(user, scope, wanted):
             return True
     if obj.pk:
         return user.has_perm(_codename(model, action), obj)
