@@ -88,6 +88,29 @@ class TenantAdmin(ScopedAdmin):
     search_fields = ("slug", "name")
 
 
+@admin.register(m.MaintenanceWindow)
+class MaintenanceWindowAdmin(ScopedAdmin):
+    """Maintenance windows and freezes: when change tickets may start at a site or cluster (cmdb.services.windows)."""
+
+    list_display = ("__str__", "kind", "site", "cluster", "name", "is_active")
+    list_filter = ("kind", "site", "is_active")
+    search_fields = ("name", "site__code", "cluster__name")
+    list_select_related = ("site", "cluster")
+    fields = (
+        "site",
+        "cluster",
+        "kind",
+        "name",
+        "weekday",
+        "start_time",
+        "end_time",
+        "timezone",
+        "starts_at",
+        "ends_at",
+        "is_active",
+    )
+
+
 # --- nodes --------------------------------------------------------------------------------------------------
 class CsvImportForm(forms.Form):
     file = forms.FileField(help_text="UTF-8 CSV with a header row. Nothing is imported if any row is bad.")

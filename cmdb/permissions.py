@@ -57,6 +57,7 @@ SCOPE_PATHS: dict[str, dict[str, str]] = {
     "cmdb.stocklocation": {"site": "site_id"},
     "cmdb.partitem": {"site": "stock_location__site_id"},
     "cmdb.rackunit": {"site": "rack__room__site_id"},
+    "cmdb.maintenancewindow": {"site": "site_id", "cluster": "cluster_id"},
 }
 
 CATALOG_MODELS = {

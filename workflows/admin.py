@@ -5,7 +5,17 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
-from .models import Approval, ProcurementNeed, StepEffect, StepLogLine, StepRun, Ticket, TicketLink, TimelineEntry
+from .models import (
+    Approval,
+    ProcurementNeed,
+    RootCauseCategory,
+    StepEffect,
+    StepLogLine,
+    StepRun,
+    Ticket,
+    TicketLink,
+    TimelineEntry,
+)
 
 
 class ReadOnlyInline(admin.TabularInline):
@@ -105,3 +115,15 @@ class ApprovalAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+
+@admin.register(RootCauseCategory)
+class RootCauseCategoryAdmin(admin.ModelAdmin):
+    """Root-cause categories named by postmortems and repair verdicts (data: add, rename, retire)."""
+
+    list_display = ["slug", "name", "is_active", "position"]
+    list_editable = ["is_active", "position"]
+    search_fields = ["slug", "name"]
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False  # retire it (is_active) instead: postmortems and repairs keep naming it

@@ -208,6 +208,16 @@ class Workflow:
     # How long a drain step waits for the node's jobs to end before it fails and an operator decides; None:
     # the DRAIN_TIMEOUT_MINUTES setting. A failed card's jobs are dying anyway; a decommission can wait a day.
     drain_timeout: dt.timedelta | None = None
+    # Change governance (workflows.services.governance). The transitions that start changing the fleet: the
+    # engine takes them only inside a maintenance window of every site and cluster the change touches (and
+    # outside freezes), unless the ticket holds an emergency approval; system transitions included (an
+    # approval quorum starts a rollout).
+    window_transitions: frozenset[str] = frozenset()
+    # The (site ids, cluster ids) a change touches; None: the ticket's own site/cluster and its linked objects'.
+    change_scope: Callable[[Ticket], tuple[set[int], set[int]]] | None = None
+    # The change and rollback plans a new ticket gets when it is opened without them (what the automation will
+    # do and how it is undone are known for provisioning and cabling); None: the requester writes them.
+    default_plans: Callable[[Ticket], tuple[str, str]] | None = None
 
     def transition(self, name: str) -> Transition:
         for t in self.transitions:

@@ -260,6 +260,11 @@ def ticket_create(
     if wf.on_create:
         wf.on_create(ticket, values)
         ticket.save(update_fields=["data", "updated_at"])
+    if wf.default_plans and not (ticket.change_plan.strip() and ticket.rollback_plan.strip()):
+        plan, rollback = wf.default_plans(ticket)
+        ticket.change_plan = ticket.change_plan.strip() or plan
+        ticket.rollback_plan = ticket.rollback_plan.strip() or rollback
+        ticket.save(update_fields=["change_plan", "rollback_plan", "updated_at"])
     if refused := ticket_objects_check(requester, ticket):  # every linked object, once on_create linked them
         raise ForbiddenError(refused)
     ticket_grants_sync(ticket)
@@ -411,6 +416,10 @@ def transition_apply(
             errors += change_plan_errors(locked, wf, t)
             for guard in t.guards:
                 errors += guard(locked, values)
+            if not errors and t.name in wf.window_transitions:
+                from .services.governance import change_window_errors
+
+                errors += change_window_errors(locked, wf, t)
         if errors:
             raise GuardError(errors, field_errors=field_errors)
         return _transition_commit(
@@ -430,9 +439,14 @@ def _transition_replay(ticket: Ticket, name: str, idempotency_key: str) -> Trans
 
 
 def change_plan_errors(ticket: Ticket, wf: Workflow, t: Transition) -> list[str]:
-    """The engine's own guard for change tickets: nothing goes to approval without its plan and rollback plan
-    (DESIGN.md, change safety). Applies to every workflow declared `is_change`."""
-    if not (wf.is_change and wf.approval and t.target == wf.approval.state):
+    """The engine's own guard for change tickets: nothing goes to approval (or, for a change type without an
+    approval, starts work) without its plan and rollback plan (DESIGN.md, change safety). Applies to every
+    workflow declared `is_change`."""
+    if not wf.is_change:
+        return []
+    # With an approval: before submitting. Without one (provisioning, cabling): before the work starts.
+    gate = t.target == wf.approval.state if wf.approval else t.name in wf.window_transitions
+    if not gate:
         return []
     errors = []
     if not ticket.change_plan.strip():

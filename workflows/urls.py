@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import views
+from . import learning_views, views
 
 app_name = "workflows"
 
@@ -21,4 +21,10 @@ urlpatterns = [
     path("tickets/<int:pk>/watch/", views.ticket_watch_view, name="ticket-watch"),
     path("tickets/<int:pk>/assign/", views.ticket_assign_view, name="ticket-assign"),
     path("tickets/<int:pk>/runs/<uuid:run_id>/retry/", views.run_retry_view, name="run-retry"),
+    path("tickets/<int:pk>/postmortem/", learning_views.postmortem_save_view, name="ticket-postmortem"),
+    path("tickets/<int:pk>/postmortem.md", learning_views.postmortem_markdown_view, name="ticket-postmortem-markdown"),
+    path(
+        "tickets/<int:pk>/postmortem/actions/", learning_views.postmortem_action_view, name="ticket-postmortem-action"
+    ),
+    path("tickets/<int:pk>/emergency-approval/", learning_views.emergency_approval_view, name="ticket-emergency"),
 ]

@@ -198,8 +198,11 @@ def _panels_render(request: HttpRequest, ticket: Ticket) -> list[str]:
 
 @login_required
 def ticket_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
+    from .learning_views import learning_context
+
     ticket = _ticket_or_404(request, pk)
-    return render(request, "tickets/detail.html", _detail_context(request, ticket))
+    context = {**_detail_context(request, ticket), **learning_context(request, ticket)}
+    return render(request, "tickets/detail.html", context)
 
 
 @login_required

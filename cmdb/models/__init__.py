@@ -53,6 +53,7 @@ from .stock import (
     StockReservation,
 )
 from .topology import NodeTopology
+from .windows import MaintenanceWindow, WindowKind
 
 __all__ = [
     "HEALTH_RANK",
@@ -91,6 +92,7 @@ __all__ = [
     "Link",
     "LinkState",
     "LinkStatus",
+    "MaintenanceWindow",
     "MovementKind",
     "Nic",
     "NicKind",
@@ -129,4 +131,5 @@ __all__ = [
     "TenantKind",
     "TrackedModel",
     "Vendor",
+    "WindowKind",
 ]

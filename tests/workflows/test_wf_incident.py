@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from tests.workflows.helpers import take
-from workflows.engine import ForbiddenError, comment_add, ticket_create, transition_apply
+from workflows.engine import ForbiddenError, GuardError, comment_add, ticket_create, transition_apply
 from workflows.models import StepRun
 from workflows.permissions import can_view, tickets_visible
+from workflows.services.postmortems import postmortem_save
 
 pytestmark = pytest.mark.django_db
 
@@ -29,6 +30,9 @@ def test_incident_lifecycle(wf, fleet, tech, lead):
     ticket = take(wf, ticket, "continue_work", lead)
     ticket = take(wf, ticket, "resolve", lead, resolution="replaced the AOC")
     assert ticket.data["resolution"] == "replaced the AOC"
+    with pytest.raises(GuardError, match="missing a postmortem"):
+        take(wf, ticket, "close", tech)
+    postmortem_save(ticket=ticket, actor=tech, data={"summary": "AOC degraded", "root_cause": "cabling"})
     ticket = take(wf, ticket, "close", tech)  # the requester closes their own
     assert ticket.state == "closed" and not ticket.is_open
     assert not StepRun.objects.filter(ticket=ticket).exists()
@@ -60,8 +64,6 @@ def test_site_scope_grant_shows_the_sites_tickets(wf, fleet, tech, outsider):
 
 
 def test_opening_needs_permission_and_visible_objects(wf, fleet, outsider, tech):
-    from workflows.engine import GuardError
-
     with pytest.raises(ForbiddenError):
         ticket_create(type_="incident", title="x", requester=outsider)
     with pytest.raises(GuardError, match="no node 'nope'"):

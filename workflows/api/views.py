@@ -21,6 +21,7 @@ from ..models import StepRun, Ticket
 from ..registry import workflow_or_none, workflows
 from ..selectors import ticket_get, ticket_list, ticket_runs, ticket_timeline
 from . import serializers as s
+from .learning import TicketLearningActions
 
 FILTER_PARAMETERS = [
     OpenApiParameter("type", str, description="Ticket type."),
@@ -84,7 +85,7 @@ def _raise(exc: engine.WorkflowError) -> None:
     ) from exc
 
 
-class TicketViewSet(ApiViewMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
+class TicketViewSet(TicketLearningActions, ApiViewMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
     """Tickets: list (filtered to what you may see), open, read, and move them."""
 
     serializer_class = s.TicketSerializer

@@ -473,6 +473,22 @@ TRANSITIONS = (
     ),
 )
 
+
+def _default_plans(ticket: Ticket) -> tuple[str, str]:
+    """The fault's fix and how to put the cables back as they were."""
+    ports = ", ".join(ticket.data.get("ports") or []) or "the ticket's ports"
+    fabric = ticket.data.get("fabric") or "the fabric"
+    plan = (
+        f"On {fabric}: drain the nodes on {ports} (unless no job uses them), re-cable as the cabling report "
+        "says, verify with the switches' own view (LLDP/SNMP) and the cabling validation, then resume the nodes."
+    )
+    rollback = (
+        f"Put the cables on {ports} back where they were (the ticket's findings record the observed ports), "
+        "verify, and resume the nodes this ticket drained (cancel releases them)."
+    )
+    return plan, rollback
+
+
 WORKFLOW = Workflow(
     type="cabling",
     label="Cabling repair",
@@ -493,6 +509,9 @@ WORKFLOW = Workflow(
     ),
     waiting_states=frozenset({S.OPEN, S.RECABLING, S.VERIFY_FAILED}),
     editable_states=frozenset({S.OPEN, S.RECABLING}),
+    is_change=True,
+    window_transitions=frozenset({"start_drain", "start_live"}),
+    default_plans=_default_plans,
     default_group=lambda: workflows_setting("REPAIR_ASSIGNEE_GROUP"),
     dedup=_dedup,
     on_create=_on_create,

@@ -300,6 +300,7 @@ WORKFLOW = Workflow(
         reject_transition="reject",
     ),
     is_change=True,
+    window_transitions=frozenset({"approve"}),
     create_fields=(Field("node", "Node (hostname)", kind="node"),),
     waiting_states=frozenset({S.AWAITING_WIPE, S.AWAITING_UNRACK, S.REJECTED}),
     editable_states=frozenset({S.DRAFT, S.REJECTED}),

@@ -5,16 +5,22 @@
     resolved --reopen--> in_progress
     open / in_progress / waiting --cancel--> cancelled
 
+Closing needs a complete postmortem (summary and root cause category; workflows.services.postmortems): the
+close transition's guard names what is missing.
+
 Ticket data: wait_reason, resolution, cancel_reason.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
+from typing import Any
 
 from django.db import models
 
 from ..declarations import Field, Transition, Workflow
+from ..models import Ticket
 
 
 class IncidentState(models.TextChoices):
@@ -29,6 +35,15 @@ class IncidentState(models.TextChoices):
 S = IncidentState
 NOTE = Field("note", "Note", kind="textarea", required=False, store=False)
 WORKING = frozenset({S.OPEN, S.IN_PROGRESS, S.WAITING})
+
+
+def _postmortem_complete(ticket: Ticket, values: Mapping[str, Any]) -> list[str]:
+    from ..services.postmortems import postmortem_missing
+
+    if missing := postmortem_missing(ticket):
+        return [f"Write the postmortem before closing: missing {', '.join(missing)}."]
+    return []
+
 
 TRANSITIONS = (
     Transition("start_work", "Start work", frozenset({S.OPEN}), S.IN_PROGRESS, "incident_work", fields=(NOTE,)),
@@ -61,7 +76,15 @@ TRANSITIONS = (
         fields=(Field("note", "Why reopen", kind="textarea", store=False),),
     ),
     Transition(
-        "close", "Close", frozenset({S.RESOLVED}), S.CLOSED, "incident_work", allow_requester=True, fields=(NOTE,)
+        "close",
+        "Close",
+        frozenset({S.RESOLVED}),
+        S.CLOSED,
+        "incident_work",
+        allow_requester=True,
+        fields=(NOTE,),
+        guards=(_postmortem_complete,),
+        description="Needs the postmortem: a summary and a root cause category.",
     ),
     Transition(
         "cancel",

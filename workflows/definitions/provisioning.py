@@ -455,6 +455,21 @@ def _group() -> str:
     return workflows_setting("REPAIR_ASSIGNEE_GROUP")
 
 
+def _default_plans(ticket: Ticket) -> tuple[str, str]:
+    """What the automation will do and how the `rollback` transition undoes it."""
+    node = ticket.data.get("node") or "the node"
+    plan = (
+        f"Provision {node}: assign a rack position within the rack's power budget, plan its links to the rail "
+        "leaves, cable them (technician), configure the switch ports, install the OS and the baseline driver, "
+        "burn in, then join the cluster and set it active."
+    )
+    rollback = (
+        "Take 'Roll back': switch ports restored to their previous configuration, the OS install stopped, the "
+        f"planned links removed, the rack position released and {node} back to received."
+    )
+    return plan, rollback
+
+
 WORKFLOW = Workflow(
     type="provisioning",
     label="Provisioning",
@@ -488,6 +503,9 @@ WORKFLOW = Workflow(
         Field("os_image", "OS image", required=False, help_text="Empty: the default image for the card vendor."),
     ),
     waiting_states=frozenset({S.AWAITING_CABLING, S.INSTALLING_OS, S.BURN_IN}),
+    is_change=True,
+    window_transitions=frozenset({"start"}),
+    default_plans=_default_plans,
     default_group=_group,
     dedup=_dedup,
     on_create=_on_create,

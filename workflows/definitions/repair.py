@@ -19,7 +19,7 @@ adds to its timeline) or by hand. Then:
     any open state --cancel--> cancelled [release: spare reservation released, procurement need cancelled]
 
 Ticket data (ticket.data) written along the way: accelerator_id, failed_serial, node_id, node_hostname,
-slot_index, model_id (on create); node_status_before, drain_reason (drain); verdict (diagnosis);
+slot_index, model_id (on create); node_status_before, drain_reason (drain); verdict, root_cause (diagnosis);
 reservation_id, spare_id, spare_serial, spare_location_id (reserve_spare); old_serial, new_serial
 (confirm_swap); verify_since (verify); rma_vendor, rma_number, rma_tracking; replacement_serial,
 replacement_id; cancel_reason.
@@ -372,6 +372,26 @@ def release(ctx: StepContext) -> StepOutcome:
 # --- the graph ----------------------------------------------------------------------------------------------------
 
 NOTE = Field("note", "Note", kind="textarea", required=False, store=False)
+# A card that is not replaced failed for another reason: the verdict names it (root-cause categories are data,
+# workflows.RootCauseCategory; failure analytics count repairs by them).
+ROOT_CAUSE = Field(
+    "root_cause",
+    "Root cause category",
+    required=False,
+    max_length=64,
+    help_text="e.g. hardware-board (the slot, not the card), cabling, cooling, driver, firmware, unknown.",
+)
+
+
+def _root_cause_known(ticket: Ticket, values: Mapping[str, Any]) -> list[str]:
+    from ..models import RootCauseCategory
+
+    slug = values.get("root_cause")
+    if slug and not RootCauseCategory.objects.filter(slug=slug, is_active=True).exists():
+        offered = ", ".join(RootCauseCategory.objects.filter(is_active=True).values_list("slug", flat=True))
+        return [f"Unknown root cause category {slug!r}; one of: {offered}."]
+    return []
+
 
 TRANSITIONS = (
     Transition(
@@ -402,7 +422,8 @@ TRANSITIONS = (
         "repair_diagnose",
         step="verify",
         sets={"verdict": Verdict.RESEAT},
-        fields=(NOTE,),
+        fields=(ROOT_CAUSE, NOTE),
+        guards=(_root_cause_known,),
         style="secondary",
         description="The card was reseated; the agent's next report must show it healthy.",
     ),
@@ -414,7 +435,8 @@ TRANSITIONS = (
         "repair_diagnose",
         step="resume",
         sets={"verdict": Verdict.FALSE_ALARM},
-        fields=(Field("note", "Why it is a false alarm", kind="textarea", store=False),),
+        fields=(ROOT_CAUSE, Field("note", "Why it is a false alarm", kind="textarea", store=False)),
+        guards=(_root_cause_known,),
         style="secondary",
     ),
     Transition("no_spare", "No spare in stock", frozenset({S.RESERVING_SPARE}), S.WAITING_FOR_SPARE, None),

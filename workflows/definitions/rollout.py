@@ -469,6 +469,24 @@ CREATE_FIELDS = (
     Field("pause_after_canary", "Pause after the canary", kind="bool", required=False),
 )
 
+
+def _change_scope(ticket: Ticket) -> tuple[set[int], set[int]]:
+    """The sites and clusters of the rollout's planned nodes (one aggregate query)."""
+    from workflows.rollouts.models import NodeRun
+
+    rows = (
+        NodeRun.objects.filter(rollout_id=ticket.data.get("rollout_id"), node__isnull=False)
+        .values_list("node__site_id", "node__cluster_id")
+        .distinct()
+    )
+    sites, clusters = set(), set()
+    for site_id, cluster_id in rows:
+        sites.add(site_id)
+        if cluster_id:
+            clusters.add(cluster_id)
+    return sites, clusters
+
+
 WORKFLOW = Workflow(
     type="driver_rollout",
     label="Driver rollout",
@@ -486,6 +504,8 @@ WORKFLOW = Workflow(
         reject_transition="reject",
     ),
     is_change=True,
+    window_transitions=frozenset({"approve", "resume"}),
+    change_scope=_change_scope,
     create_fields=CREATE_FIELDS,
     waiting_states=frozenset({S.PAUSED, S.AWAITING_APPROVAL}),
     editable_states=frozenset({S.DRAFT, S.REJECTED}),

@@ -1,5 +1,6 @@
 """Models of the workflows app: tickets (with links, timeline, approvals, procurement needs) and runs."""
 
+from .learning import Postmortem, PostmortemAction, RootCauseCategory
 from .runs import ACTIVE_STEP_STATUSES, StepEffect, StepLogLine, StepRun, StepStatus, TransitionLog
 from .tickets import (
     Approval,
@@ -20,7 +21,10 @@ __all__ = [
     "ApprovalDecision",
     "LinkRole",
     "NotificationOutbox",
+    "Postmortem",
+    "PostmortemAction",
     "ProcurementNeed",
+    "RootCauseCategory",
     "StepEffect",
     "StepLogLine",
     "StepRun",

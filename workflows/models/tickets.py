@@ -87,6 +87,7 @@ class Ticket(models.Model):
         ordering = ["-created_at", "-id"]
         permissions = [
             ("operate_ticket", "Can pause, resume and retry the automated steps of tickets"),
+            ("approve_emergency_change", "Can let a change ticket start outside maintenance windows and freezes"),
         ]
         constraints = [
             models.UniqueConstraint(

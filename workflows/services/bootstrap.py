@@ -41,7 +41,7 @@ TECHNICIAN_PERMISSIONS = [
     "provisioning_cabling",
     "provisioning_rollback",
 ]
-APPROVER_PERMISSIONS = ["view_ticket", "decommission_approve", "rollout_approve"]
+APPROVER_PERMISSIONS = ["view_ticket", "decommission_approve", "rollout_approve", "approve_emergency_change"]
 CMDB_READ = ["view_node", "view_accelerator", "view_rack", "view_switch", "view_link", "view_site", "view_cluster"]
 
 
