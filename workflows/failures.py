@@ -130,7 +130,12 @@ def failure_events(cards: QuerySet[cm.Accelerator], start: dt.datetime, end: dt.
     raw: list[FailureEvent] = [
         FailureEvent(card_id=object_id, at=at, source="health")
         for object_id, at in cm.ChangeRecord.objects.filter(
-            content_type=ct, object_id__in=card_ids, changes__health__1="failed", at__gte=start, at__lt=end
+            content_type=ct,
+            object_id__in=card_ids,
+            action=cm.ChangeAction.UPDATE,  # a transition to failed, not a card recorded as failed already
+            changes__health__1="failed",
+            at__gte=start,
+            at__lt=end,
         ).values_list("object_id", "at")
     ]
     raw += [

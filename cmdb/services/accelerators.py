@@ -121,6 +121,14 @@ def placements_write(
         AcceleratorPlacement.objects.bulk_create(list(opened), batch_size=batch_size)
 
 
+def placements_backdate(*, opened_since, to) -> int:
+    """Move the start of the open node placements opened since `opened_since` back to `to`: for demo loads, whose
+    cards (loaded now) stand for cards in service for months. Returns the rows moved."""
+    return AcceleratorPlacement.objects.filter(
+        kind=PlacementKind.NODE, ended_at__isnull=True, started_at__gte=opened_since
+    ).update(started_at=to)
+
+
 def accelerator_history(accelerator: Accelerator):
     """The card's placements, oldest first (a selector)."""
     return accelerator.placements.select_related("node", "stock_location").order_by("started_at", "id")

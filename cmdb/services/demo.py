@@ -22,6 +22,7 @@ from gpuops.context import ChangeSource, change_context
 from .. import models as m
 from .accelerators import placement_build, placements_write
 from .changelog import records_for_bulk, records_write, tracked_update
+from .demo_history import demo_repeat_offender_load, demo_service_history_load, demo_windows_load
 from .firmware import firmware_baseline_save, firmware_digest
 from .health_policies import health_policies_ensure
 from .stock import receipts_write
@@ -673,6 +674,11 @@ def demo_load(*, scale: str = "small", progress: Progress | None = None, only: s
                 continue
             result["nodes_created"] += _load_group(group, specs[group.site], progress, small=scale == "small")
             result["groups_created"] += 1
+        demo_windows_load([g.site for g in groups])
+        if result["groups_created"]:
+            demo_service_history_load()
+        if scale == "small":
+            demo_repeat_offender_load()
     return result
 
 

@@ -201,3 +201,44 @@ def test_the_failures_page_renders_for_a_scoped_user(crafted):
     assert page.status_code == 200
     assert b"X-80GB" in page.content and b"afr-b" not in page.content
     assert client.get("/failures/", {"days": "x"}).status_code == 400
+
+
+def test_the_demo_history_gives_windows_an_offender_slot_and_a_closed_incident(db, groups):
+    from cmdb.services.demo_history import OFFENDER_HOST, demo_repeat_offender_load, demo_windows_load
+    from workflows.models import Ticket
+    from workflows.services.demo_learning import demo_incident_load
+
+    site = SiteFactory(code="sh1")
+    node = NodeFactory(hostname=OFFENDER_HOST, site=site)
+    for i in range(8):
+        AcceleratorFactory(node=node, slot_index=i)
+    assert demo_windows_load(["sh1"]) == 1 and demo_windows_load(["sh1"]) == 0
+    assert demo_repeat_offender_load() == 2 and demo_repeat_offender_load() == 0
+    incident = demo_incident_load()
+    assert incident is not None and demo_incident_load() is None
+    incident.refresh_from_db()
+    assert incident.state == "closed" and incident.postmortem.root_cause.slug == "hardware-board"
+    assert Ticket.objects.filter(type="incident", is_open=True).count() == 1  # the action item
+    offenders = offenders_in_scope(FailureScope(user=_superuser()))
+    assert [o.label for o in offenders if o.kind == "slot"] == [f"{OFFENDER_HOST} slot 5"]
+
+
+def test_the_repair_page_offers_board_repair_for_a_slot_that_kills_cards(db, groups):
+    from workflows.engine import ticket_create
+
+    now = dt.datetime.now(dt.UTC)
+    site = SiteFactory(code="rpo")
+    node = NodeFactory(site=site, hostname="rpo-0001")
+    gone = AcceleratorFactory(node=None, slot_index=None, site=site, lifecycle="rma", serial="RPO-1")
+    current = AcceleratorFactory(node=node, slot_index=2, serial="RPO-2")
+    m.AcceleratorPlacement.objects.all().delete()
+    _placed(gone, now - dt.timedelta(days=40), now - dt.timedelta(days=10), node=node, slot=2)
+    _placed(current, now - dt.timedelta(days=10))
+    _failed(gone, now - dt.timedelta(days=11))
+    _failed(current, now - dt.timedelta(hours=1))
+    repair = ticket_create(type_="repair", title="RPO-2 failed", requester=None, inputs={"accelerator": current})
+    client = Client()
+    client.force_login(_superuser())
+    page = client.get(f"/tickets/{repair.pk}/")
+    assert page.status_code == 200
+    assert b"this slot failed 2 cards in 30 days - consider board repair" in page.content

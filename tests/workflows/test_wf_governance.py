@@ -179,3 +179,14 @@ def test_change_types_without_approval_get_default_plans_and_need_them_to_start(
     plan, rollback = wf.default_plans(Ticket(type="cabling", data={"ports": ["leaf1:1"], "fabric": "ib0"}))
     assert "leaf1:1" in plan and "leaf1:1" in rollback
     assert workflow("provisioning").is_change and "start" in workflow("provisioning").window_transitions
+
+
+def test_the_change_ticket_page_shows_the_refusal_and_the_next_windows(fleet, decommission, lead):
+    now = timezone.now()
+    other_day = (now.astimezone(dt.UTC).weekday() + 3) % 7
+    _weekly(fleet.site, other_day, "02:00", "03:00", tz="UTC")
+    client = Client()
+    client.force_login(lead)
+    page = client.get(f"/tickets/{decommission.pk}/")
+    assert page.status_code == 200
+    assert b'id="governance"' in page.content and b"Outside the maintenance window for site sh9" in page.content

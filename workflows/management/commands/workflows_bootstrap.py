@@ -15,6 +15,7 @@ from cmdb.permissions import grant_scope
 from gpuops.context import ChangeSource, change_context
 from gpuops.private_files import private_file_write
 from workflows.services.bootstrap import groups_bootstrap
+from workflows.services.demo_learning import demo_incident_load
 from workflows.services.health import on_accelerator_failed
 
 DEMO_USERS = [
@@ -40,11 +41,25 @@ class Command(BaseCommand):
         parser.add_argument("--password", default="", help="Password of the demo users (required with them).")
         parser.add_argument("--open-repairs", action="store_true")
         parser.add_argument("--demo-approver", action="store_true")
+        parser.add_argument(
+            "--demo-learning",
+            action="store_true",
+            help="A closed demo incident with its postmortem (after seed_demo --scale small).",
+        )
 
     def handle(
-        self, *args, demo_users: bool, password: str, open_repairs: bool, demo_approver: bool = False, **options
+        self,
+        *args,
+        demo_users: bool,
+        password: str,
+        open_repairs: bool,
+        demo_approver: bool = False,
+        demo_learning: bool = False,
+        **options,
     ) -> None:
         groups = groups_bootstrap()
+        if demo_learning and (incident := demo_incident_load()) is not None:
+            self.stdout.write(f"demo incident {incident.reference} closed with its postmortem")
         if options.get("verbosity", 1) > 0:
             self.stdout.write(f"groups: {', '.join(sorted(groups))}")
         if demo_approver:
