@@ -33,7 +33,9 @@ class NetBoxError(SystemExit):
 
 
 class NetBox:
-    def __init__(self, url: str, token: str, devices: int = DEVICES) -> None:
+    def __init__(
+        self, url: str, token: str, devices: int = DEVICES, transport: httpx.BaseTransport | None = None
+    ) -> None:
         scheme = "Bearer" if token.startswith("nbt_") else "Token"  # v2 tokens (nbt_<key>.<secret>) or v1
         self.headers = {"Authorization": f"{scheme} {token}", "Accept": "application/json"}
         self.url = url.rstrip("/")
@@ -41,9 +43,10 @@ class NetBox:
         self.module_ids: list[list[int]] = []  # the 8 module ids of a few devices, for the PATCH phase
         self.serial = ""
         self._flip = itertools.count()
+        self.transport = transport  # a test's stand-in; None: the network
 
     def client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.url, headers=self.headers, timeout=300)
+        return httpx.Client(base_url=self.url, headers=self.headers, timeout=300, transport=self.transport)
 
     # --- set-up ---------------------------------------------------------------------------------------------------
 
