@@ -15,7 +15,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet, Subquery, prefetch_related_objects
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import URLPattern, path, reverse
@@ -194,13 +194,15 @@ def node_context(request: HttpRequest, node: Node) -> dict[str, Any]:
     report = scope.filter(Report.objects.filter(node=node)).defer("payload").order_by("-received_at").first()
     can_change = can(user, "change", node)
     cards = _cards(node, scope)
+    # Read once for the software panel and the compliance table (which reads node.installed_software).
+    prefetch_related_objects([node], Prefetch("installed_software", InstalledSoftware.objects.order_by("component")))
     return {
         "node": node,
         "cards": cards,
         "failed_cards": [c for c in cards if c.health == "failed" and c.serial],
         "nics": _nics(node, scope),
         "topology": node_topology_matrix(node),
-        "software": list(InstalledSoftware.objects.filter(node=node).select_related("package").order_by("component")),
+        "software": list(node.installed_software.all()),
         "tickets": tickets,
         "more_tickets": more_tickets,
         "events": events,
