@@ -259,18 +259,30 @@ def change_rows(records: list[ChangeRecord], scope: ViewScope) -> list[ChangeRow
 
 
 def _natural_names(scope: ViewScope, wanted: dict[type[models.Model], set[int]]) -> dict[str, dict[int, str]]:
-    """{model name: {pk: natural key}} of the visible objects among `wanted`, in one UNION query over every
-    model with a natural key (id 0, which no row has, keeps each part present)."""
+    """{model name: {pk: natural key}} of the visible objects among `wanted`, in one UNION query over the models
+    asked for. Compiling a part costs more than its index probe, so models with nothing wanted are left out; when
+    none is left, one part with id 0 (which no row has) keeps the query, so a page's query count does not depend
+    on what its records hold."""
     parts = []
+    sentinel = None
     for model in tracked_models():
         name = model._meta.model_name
         if name not in NATURAL_KEYS:
             continue
-        qs = scope.filter(model._default_manager.filter(pk__in=[0, *wanted.get(model, ())]))
+        ids = wanted.get(model)
+        if not ids and (sentinel is not None or parts):
+            continue
+        qs = scope.filter(model._default_manager.filter(pk__in=sorted(ids) if ids else [0]))
         if qs.query.is_empty():
             continue
         labelled = qs.order_by().annotate(console_model=Value(name))
-        parts.append(labelled.values_list("console_model", "pk", NATURAL_KEYS[name]))
+        part = labelled.values_list("console_model", "pk", NATURAL_KEYS[name])
+        if ids:
+            parts.append(part)
+        else:
+            sentinel = part
+    if not parts and sentinel is not None:
+        parts.append(sentinel)
     names: dict[str, dict[int, str]] = defaultdict(dict)
     if parts:
         for kind, pk, key in parts[0].union(*parts[1:], all=True):

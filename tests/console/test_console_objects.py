@@ -218,6 +218,34 @@ def test_node_and_card_pages_run_the_same_queries_for_a_small_and_a_large_node(d
     print(f"queries: node page {node_large}, accelerator page {card_large}")
 
 
+def _card_rows(html: str) -> dict[str, str]:
+    """The rows of the node page's accelerator table, by card serial."""
+    section = html.split('id="cards"', 1)[1].split("</section>", 1)[0]
+    rows = {}
+    for row in section.split("<tr")[2:]:  # past the header row
+        serial = row.split('href="/accelerators/', 1)[1].split("/", 1)[0]
+        rows[serial] = row
+    return rows
+
+
+def test_each_card_shows_its_newest_health_event_in_a_fixed_number_of_queries(db):
+    """24 events over 8 cards (event i on card i % 8, newer as i is smaller): each card's row names its newest
+    event, whatever the number of cards and events; the page's queries do not grow with them."""
+    small = build_place("one", cards=2, nics=1, events=0, changes=1, tickets=0)
+    large = build_place("many", cards=8, nics=4, events=24, changes=30, tickets=3)
+    client = _client(UserFactory(username="root-cards", is_superuser=True))
+    _count(client, f"/nodes/{small.node.hostname}/")  # warm the content-type caches
+    assert _count(client, f"/nodes/{small.node.hostname}/") == _count(client, f"/nodes/{large.node.hostname}/")
+    rows = _card_rows(client.get(f"/nodes/{large.node.hostname}/").content.decode())
+    assert len(rows) == 8
+    for k in range(8):
+        row = rows[f"many-card-{k:02d}"]
+        assert f">xid {70 + k}</span>" in row, row
+        assert f"xid {70 + k + 8}<" not in row and f"xid {70 + k + 16}<" not in row
+    rows = _card_rows(client.get(f"/nodes/{small.node.hostname}/").content.decode())
+    assert all('<span class="muted">none</span>' in row for row in rows.values())
+
+
 def test_a_scoped_viewer_reads_their_grants_once_per_page(db):
     """The node and card pages of a site viewer cost what a superuser's cost plus a fixed few reads (the grants
     once, Django's model permissions, guardian's object check): not a read of the grants per list on the page
