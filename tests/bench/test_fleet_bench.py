@@ -7,10 +7,21 @@ from __future__ import annotations
 import httpx
 import pytest
 from django.core.handlers.wsgi import WSGIHandler
+from django.core.signals import request_finished
+from django.db import close_old_connections
 
 from bench import fleet_bench
 from cmdb.models import Accelerator
 from cmdb.services.demo import demo_load
+
+
+@pytest.fixture(autouse=True)
+def _keep_test_connection():
+    """Django's WSGI handler closes the database connection when a request finishes; on PostgreSQL that would
+    close the test's transaction under it (Django's own test client disconnects the same signal)."""
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_finished.connect(close_old_connections)
 
 
 @pytest.fixture
