@@ -300,6 +300,9 @@ if os.environ.get("GPUOPS_SWITCH_CONFIG_DRY_RUN"):
     GPUOPS_ROLLOUTS["SWITCH_CONFIG_DRY_RUN"] = env_bool("GPUOPS_SWITCH_CONFIG_DRY_RUN")
 # The demo fleet has no machines: stand-in agents report what the CMDB holds (inventory_agents/services/demo_agents).
 GPUOPS_DEMO_AGENTS = env_bool("GPUOPS_DEMO_AGENTS")
+# The demo fleet has no Slurm either: the no-op scheduler plus a made-up job history that says so.
+if env_bool("GPUOPS_DEMO_SCHEDULER"):
+    GPUOPS_INTEGRATIONS = {"SCHEDULERS": {"default": "integrations.schedulers.demo.DemoScheduler"}}
 
 # --- Logging --------------------------------------------------------------------------------------------------
 # GPUOPS_LOG_FORMAT: "plain" (the default, script/server) writes human lines to stderr; "json" writes one JSON object

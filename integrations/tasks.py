@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
 
 from gpuops.tasks import BaseTask
-from integrations.exceptions import TransientError
+from integrations.exceptions import PermanentError, TransientError
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task(bind=True, base=BaseTask, name="integrations.webhook_deliver", autoretry_for=(), max_retries=None)
@@ -61,7 +65,17 @@ def scheduler_sync_all_task() -> int:
 def scheduler_sync_cluster_task(self: BaseTask, cluster_id: int) -> dict[str, int]:
     """Read one cluster's scheduler and record where it disagrees with the CMDB. Idempotent: a second run with
     the same answers opens nothing new. A scheduler that stays unreachable is read again at the next beat."""
-    from .schedulers.sync import scheduler_drift_sync
+    from .schedulers.sync import scheduler_allocation_sync, scheduler_drift_sync
 
     result = scheduler_drift_sync(cluster_id)
-    return {"nodes": result.nodes, "opened": len(result.opened), "resolved": len(result.resolved)}
+    try:
+        allocated = scheduler_allocation_sync(cluster_id)
+    except PermanentError as exc:  # an answer we cannot read must not hide the drift just recorded
+        logger.warning("scheduler allocation of cluster %s not read: %s", cluster_id, exc)
+        allocated = None
+    return {
+        "nodes": result.nodes,
+        "opened": len(result.opened),
+        "resolved": len(result.resolved),
+        "allocation_nodes": -1 if allocated is None else allocated,
+    }

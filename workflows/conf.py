@@ -26,6 +26,10 @@ DEFAULTS: dict[str, Any] = {
     # Drain: poll the scheduler until the node runs no jobs; give up (step fails, operator decides) after.
     "DRAIN_POLL_SECONDS": 30,
     "DRAIN_TIMEOUT_MINUTES": 240,
+    # Job impact: the jobs that ran on a failed node in this many hours before the failure are listed on its repair
+    # or incident ticket (and its postmortem), at most JOB_IMPACT_MAX of them.
+    "JOB_IMPACT_HOURS": 24,
+    "JOB_IMPACT_MAX": 200,
     # Repair tickets opened by the health hook start draining at once.
     "REPAIR_AUTO_START": True,
     "REPAIR_ASSIGNEE_GROUP": "dc-technicians",

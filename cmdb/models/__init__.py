@@ -1,6 +1,7 @@
 """The CMDB model, split by concern."""
 
 from .accelerators import Accelerator, AcceleratorLifecycle, AcceleratorPlacement, PlacementKind
+from .allocation import NodeAllocation
 from .base import TrackedModel
 from .catalog import AcceleratorModel, FormFactor, Interconnect, PartKind, PartModel, ServerModel, Tag, Vendor
 from .directory import DirectoryAccount, DirectoryGrant, DirectoryGrantKind, DirectoryGroupMapping, ScopePerm
@@ -98,6 +99,7 @@ __all__ = [
     "NicKind",
     "NicPort",
     "Node",
+    "NodeAllocation",
     "NodeFirmware",
     "NodeRole",
     "NodeStatus",

@@ -51,6 +51,16 @@ class SchedulerJob:
     end_at: dt.datetime | None = None
 
 
+@dataclass(frozen=True)
+class SchedulerAllocation:
+    """How many of a node's accelerators the scheduler has handed to work right now. `allocated` is None where
+    the scheduler does not account for them (a Slurm without gres/gpu in its TRES)."""
+
+    name: str
+    total: int
+    allocated: int | None
+
+
 @runtime_checkable
 class Scheduler(Protocol):
     def drain(self, node: SchedulerNode, *, reason: str) -> None:
@@ -70,4 +80,18 @@ class Scheduler(Protocol):
         ...
 
 
-__all__ = ["Scheduler", "SchedulerJob", "SchedulerNode", "SchedulerNodeState"]
+@runtime_checkable
+class JobReader(Protocol):
+    """What a scheduler can tell about the work on its nodes, where it keeps that (Slurm, Kubernetes). Workflows
+    use it for the jobs a failure touched; the scheduler sync for allocation. Same errors as Scheduler."""
+
+    def job_history(self, node: SchedulerNode, *, start_at: dt.datetime, end_at: dt.datetime) -> list[SchedulerJob]:
+        """The jobs that ran on the node at any time between start_at and end_at (aware datetimes)."""
+        ...
+
+    def nodes_allocation(self, nodes: list[SchedulerNode]) -> dict[str, SchedulerAllocation]:
+        """Accelerators configured and allocated per node, for the nodes the scheduler knows."""
+        ...
+
+
+__all__ = ["JobReader", "Scheduler", "SchedulerAllocation", "SchedulerJob", "SchedulerNode", "SchedulerNodeState"]

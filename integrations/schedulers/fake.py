@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import Counter
 from dataclasses import dataclass, field
 
-from integrations.exceptions import TransientError
+from integrations.exceptions import PermanentError, TransientError
 
-from .base import SchedulerNode, SchedulerNodeState
+from .base import SchedulerAllocation, SchedulerJob, SchedulerNode, SchedulerNodeState
 
 
 @dataclass
@@ -24,7 +25,9 @@ class FakeScheduler:
 
     `calls` counts *successful* calls per operation (the side effects performed); `attempts` counts every
     call. `fail_next[op] = n` makes the next n calls of `op` raise TransientError. `nodes[name].running = n` keeps n
-    jobs (ids 1000, 1001, ...) on a node so it stays draining until set back to 0.
+    jobs (ids 1000, 1001, ...) on a node so it stays draining until set back to 0. `history[name]` holds the jobs
+    `job_history` answers from (filtered by the window), `allocation[name]` what `nodes_allocation` reports;
+    `history_unavailable` makes `job_history` refuse with that message (a Slurm without accounting).
     """
 
     nodes: dict[str, _FakeNode] = field(default_factory=dict)
@@ -32,6 +35,9 @@ class FakeScheduler:
     attempts: Counter = field(default_factory=Counter)
     fail_next: Counter = field(default_factory=Counter)
     log: list[tuple[str, str, str]] = field(default_factory=list)
+    history: dict[str, list[SchedulerJob]] = field(default_factory=dict)
+    allocation: dict[str, SchedulerAllocation] = field(default_factory=dict)
+    history_unavailable: str = ""
 
     def _node(self, node: SchedulerNode) -> _FakeNode:
         return self.nodes.setdefault(node.name, _FakeNode())
@@ -68,6 +74,22 @@ class FakeScheduler:
             reason=n.reason,
             jobs=tuple(str(1000 + i) for i in range(n.running)),
         )
+
+    def job_history(self, node: SchedulerNode, *, start_at: dt.datetime, end_at: dt.datetime) -> list[SchedulerJob]:
+        self._enter("job_history")
+        if self.history_unavailable:
+            raise PermanentError(self.history_unavailable, peer="fake-scheduler")
+        self.calls["job_history"] += 1
+        return [
+            job
+            for job in self.history.get(node.name, [])
+            if (job.start_at is None or job.start_at <= end_at) and (job.end_at is None or job.end_at >= start_at)
+        ]
+
+    def nodes_allocation(self, nodes: list[SchedulerNode]) -> dict[str, SchedulerAllocation]:
+        self._enter("nodes_allocation")
+        self.calls["nodes_allocation"] += 1
+        return {n.name: self.allocation[n.name] for n in nodes if n.name in self.allocation}
 
     def remove(self, node: SchedulerNode, *, reason: str) -> None:
         self._enter("remove")

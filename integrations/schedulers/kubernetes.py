@@ -6,6 +6,9 @@
             retried with backoff until `drain_timeout_s`, and what is still refused stays on the node.
     resume  PATCH the node: spec.unschedulable removed, the annotation removed.
     state   GET the node; LIST the pods with fieldSelector spec.nodeName=<n>.
+    history LIST the pods with fieldSelector spec.nodeName=<n>: those (not DaemonSet) whose run overlaps the window;
+            the API keeps a finished pod only until it is deleted or garbage-collected, so this is what it still has.
+    alloc   LIST the nodes and the unfinished pods: accelerators allocatable vs requested by the pods on each node.
     remove  DELETE the node (gone already is done).
 
 Kubernetes has no drain reason, so it goes into an annotation. A drain that ends with pods still held by a
@@ -19,6 +22,7 @@ the parsers here are tested on, and no model objects built for fields gpuops nev
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 from collections.abc import Callable
@@ -27,7 +31,7 @@ from typing import Any
 
 from integrations.exceptions import PermanentError, TransientError
 
-from .base import SchedulerNode, SchedulerNodeState
+from .base import SchedulerAllocation, SchedulerJob, SchedulerNode, SchedulerNodeState
 
 REASON_ANNOTATION = "gpuops.io/drain-reason"
 # Extended resources that are accelerators, by vendor device plugin.
@@ -50,15 +54,20 @@ class KubernetesNodeFacts:
     labels: dict[str, str] = field(default_factory=dict)
 
 
+def _is_plumbing(pod: dict[str, Any]) -> bool:
+    """A pod that belongs to the node, not to work on it: DaemonSet-owned or a static mirror pod."""
+    meta = pod.get("metadata", {})
+    if any(ref.get("kind") == "DaemonSet" for ref in meta.get("ownerReferences") or []):
+        return True
+    return "kubernetes.io/config.mirror" in (meta.get("annotations") or {})
+
+
 def pods_blocking_drain(pods_json: dict[str, Any]) -> list[dict[str, Any]]:
     """Pods still running on a node that a drain waits for: not DaemonSet-owned, not static mirror pods,
     not finished."""
     blocking = []
     for pod in pods_json.get("items", []):
-        meta = pod.get("metadata", {})
-        if any(ref.get("kind") == "DaemonSet" for ref in meta.get("ownerReferences", []) or []):
-            continue
-        if "kubernetes.io/config.mirror" in (meta.get("annotations") or {}):
+        if _is_plumbing(pod):
             continue
         if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
             continue
@@ -93,6 +102,50 @@ def node_facts_parse(node_json: dict[str, Any]) -> KubernetesNodeFacts:
         unschedulable=bool(spec.get("unschedulable")),
         reason=(meta.get("annotations") or {}).get(REASON_ANNOTATION, ""),
         labels=dict(meta.get("labels") or {}),
+    )
+
+
+def pod_accelerators(pod: dict[str, Any]) -> int:
+    """Accelerators a pod holds: its containers' requests (or limits: an extended resource's request defaults to
+    its limit) summed, or the largest init container's, whichever is more - how the kube-scheduler counts."""
+    spec = pod.get("spec", {})
+
+    def wanted(container: dict[str, Any]) -> int:
+        resources = container.get("resources") or {}
+        amounts = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        return sum(_quantity(v) for r, v in amounts.items() if r in ACCELERATOR_RESOURCES)
+
+    main = sum(wanted(c) for c in spec.get("containers") or [])
+    init = max((wanted(c) for c in spec.get("initContainers") or []), default=0)
+    return max(main, init)
+
+
+def _when(value: Any) -> dt.datetime | None:
+    try:
+        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00")) if value else None
+    except ValueError:
+        return None
+
+
+def pod_job(pod: dict[str, Any]) -> SchedulerJob:
+    """A pod as a job: namespace/name, its phase, the owner that made it (a Job, a ReplicaSet...) as the name,
+    started at status.startTime, ended at its last container's finish (unfinished pods have none)."""
+    meta, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status", {})
+    owners = meta.get("ownerReferences") or []
+    finished = [
+        _when(((c.get("state") or {}).get("terminated") or {}).get("finishedAt"))
+        for c in status.get("containerStatuses") or []
+    ]
+    ended = [f for f in finished if f is not None]
+    done = status.get("phase") in ("Succeeded", "Failed")
+    return SchedulerJob(
+        job_id=_pod_name(pod),
+        state=str(status.get("phase", "")),
+        user=str(meta.get("namespace", "")),
+        name=f"{owners[0].get('kind', '')}/{owners[0].get('name', '')}" if owners else str(meta.get("name", "")),
+        nodes=(str(spec.get("nodeName", "")),) if spec.get("nodeName") else (),
+        start_at=_when(status.get("startTime")),
+        end_at=max(ended) if done and ended else None,
     )
 
 
@@ -260,16 +313,21 @@ class KubernetesScheduler:
         facts = node_facts_parse(self._node(node.name))
         return _state(facts, pods_blocking_drain(self._pods(node.name)))
 
-    def nodes_state(self, nodes: list[SchedulerNode]) -> dict[str, SchedulerNodeState]:
-        """The state of many nodes in two calls (every node, every unfinished pod) instead of two per node: what
-        the scheduler sync reads. Nodes the API does not know are absent from the answer."""
-        wanted = {n.name for n in nodes}
+    def _cluster_read(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Every node and every unfinished pod: two calls for the whole cluster."""
         listing = self._call("list nodes", self._api().list_node)
         pods = self._call(
             "list pods",
             self._api().list_pod_for_all_namespaces,
             field_selector="status.phase!=Succeeded,status.phase!=Failed",
         )
+        return listing, pods
+
+    def nodes_state(self, nodes: list[SchedulerNode]) -> dict[str, SchedulerNodeState]:
+        """The state of many nodes in two calls (every node, every unfinished pod) instead of two per node: what
+        the scheduler sync reads. Nodes the API does not know are absent from the answer."""
+        wanted = {n.name for n in nodes}
+        listing, pods = self._cluster_read()
         by_node: dict[str, list[dict[str, Any]]] = {}
         for pod in pods_blocking_drain(pods):
             by_node.setdefault(pod.get("spec", {}).get("nodeName", ""), []).append(pod)
@@ -279,6 +337,36 @@ class KubernetesScheduler:
             if facts.name in wanted:
                 states[facts.name] = _state(facts, by_node.get(facts.name, []))
         return states
+
+    def job_history(self, node: SchedulerNode, *, start_at: dt.datetime, end_at: dt.datetime) -> list[SchedulerJob]:
+        """The pods (not DaemonSet or mirror pods) whose run on the node overlaps the window, as far as the API
+        still keeps them."""
+        jobs = []
+        for pod in self._pods(node.name).get("items", []):
+            if _is_plumbing(pod):
+                continue
+            job = pod_job(pod)
+            if job.start_at is None or job.start_at > end_at or (job.end_at is not None and job.end_at < start_at):
+                continue
+            jobs.append(job)
+        return sorted(jobs, key=lambda j: (j.start_at or end_at, j.job_id))
+
+    def nodes_allocation(self, nodes: list[SchedulerNode]) -> dict[str, SchedulerAllocation]:
+        """Accelerators allocatable on each node and requested by its unfinished pods, in two calls."""
+        wanted = {n.name for n in nodes}
+        listing, pods = self._cluster_read()
+        used: dict[str, int] = {}
+        for pod in pods.get("items", []):
+            name = pod.get("spec", {}).get("nodeName") or ""
+            if name in wanted and pod.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
+                used[name] = used.get(name, 0) + pod_accelerators(pod)
+        allocations = {}
+        for item in listing.get("items", []):
+            facts = node_facts_parse(item)
+            if facts.name in wanted:
+                total = sum(facts.allocatable.values())
+                allocations[facts.name] = SchedulerAllocation(facts.name, total, used.get(facts.name, 0))
+        return allocations
 
     def node_facts(self, node: SchedulerNode) -> KubernetesNodeFacts:
         """Conditions, taints and accelerator capacity / allocatable of the node."""
@@ -294,5 +382,7 @@ __all__ = [
     "KubernetesNodeFacts",
     "KubernetesScheduler",
     "node_facts_parse",
+    "pod_accelerators",
+    "pod_job",
     "pods_blocking_drain",
 ]

@@ -21,6 +21,8 @@ def _config() -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
 
 
 NOOP_PATH = "integrations.schedulers.noop.NoopScheduler"
+# Schedulers with no state worth syncing back (they report every node drained).
+DEMO_PATH = "integrations.schedulers.demo.DemoScheduler"
 
 
 def _path_for(cluster_kind: str) -> str:
@@ -41,7 +43,7 @@ def scheduler_for(cluster_kind: str) -> Scheduler:
 
 def scheduler_configured(cluster_kind: str) -> bool:
     """Whether clusters of this kind have a real adapter (not the no-op default), so their state can be read."""
-    return _override is not None or _path_for(cluster_kind) != NOOP_PATH
+    return _override is not None or _path_for(cluster_kind) not in (NOOP_PATH, DEMO_PATH)
 
 
 @contextlib.contextmanager
@@ -59,4 +61,4 @@ def cache_clear() -> None:
     _cache.clear()
 
 
-__all__ = ["NOOP_PATH", "cache_clear", "override", "scheduler_configured", "scheduler_for"]
+__all__ = ["DEMO_PATH", "NOOP_PATH", "cache_clear", "override", "scheduler_configured", "scheduler_for"]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from django.db.models import Count, QuerySet
+import datetime as dt
 
-from cmdb.models import Node
+from django.db.models import Count, Q, QuerySet
+from django.utils import timezone
+
+from cmdb.models import Node, NodeAllocation
 from cmdb.permissions import restrict
 
 from ..models import SchedulerDrift
@@ -35,4 +38,21 @@ def scheduler_drift_open_for_node(node: Node) -> SchedulerDrift | None:
     return SchedulerDrift.objects.filter(node=node, resolved_at__isnull=True).select_related("cluster").first()
 
 
-__all__ = ["scheduler_drift_list", "scheduler_drift_open_by_site", "scheduler_drift_open_for_node"]
+def node_allocation_list(user, *, idle_days: int | None = None) -> QuerySet[NodeAllocation]:
+    """What the schedulers last said of the nodes' accelerators, scoped like the nodes. `idle_days`: only nodes
+    with accelerators and none allocated that have had none allocated for that long (or ever, as far as read)."""
+    qs = restrict(NodeAllocation.objects.all(), user, "view").select_related("node__site", "node__cluster")
+    if idle_days is not None:
+        since = timezone.now() - dt.timedelta(days=idle_days)
+        qs = qs.filter(total__gt=0, allocated=0).filter(
+            Q(last_allocated_at__lt=since) | Q(last_allocated_at__isnull=True)
+        )
+    return qs.order_by("node__hostname")
+
+
+__all__ = [
+    "node_allocation_list",
+    "scheduler_drift_list",
+    "scheduler_drift_open_by_site",
+    "scheduler_drift_open_for_node",
+]

@@ -5,6 +5,7 @@
     state    scontrol show node <n> --oneliner, plus squeue -h -w <n> for the jobs still on it
     states   sinfo -h -N -o "%N|%T|%E" (every node of the cluster at once)
     jobs     squeue -h -w <n> -o "%i|%T|%u|%P|%S|%N|%j"
+    alloc    sinfo -h -N -O "NodeList:|,Gres:|,GresUsed:|" (every node: GPUs configured and handed to jobs)
     history  sacct -P -n -X -a -N <n> -S <start> -E <end> -o JobID,State,User,Partition,Start,End,NodeList,JobName
     remove   scontrol update NodeName=<n> State=DOWN Reason=<reason>
 
@@ -21,14 +22,16 @@ import datetime as dt
 
 from integrations.exceptions import PermanentError, TransientError
 
-from .base import SchedulerJob, SchedulerNode, SchedulerNodeState
+from .base import SchedulerAllocation, SchedulerJob, SchedulerNode, SchedulerNodeState
 from .runners import CommandResult, CommandRunner, runner_build
 from .slurm_parse import (
     SACCT_FIELDS,
     SINFO_FORMAT,
+    SINFO_GRES_FIELDS,
     SQUEUE_FORMAT,
     node_state_from,
     sacct_parse,
+    sinfo_allocation_parse,
     sinfo_nodes_parse,
     slurm_state_parse,
     squeue_parse,
@@ -103,6 +106,12 @@ class SlurmScheduler:
         wanted = {n.name for n in nodes}
         states = sinfo_nodes_parse(self._run("sinfo", "-h", "-N", "-o", SINFO_FORMAT).stdout)
         return {s.name: s for s in states if s.name in wanted}
+
+    def nodes_allocation(self, nodes: list[SchedulerNode]) -> dict[str, SchedulerAllocation]:
+        """GPUs configured and allocated per node, from one sinfo call for the whole cluster."""
+        wanted = {n.name for n in nodes}
+        text = self._run("sinfo", "-h", "-N", "-O", SINFO_GRES_FIELDS).stdout
+        return {a.name: a for a in sinfo_allocation_parse(text) if a.name in wanted}
 
     def node_jobs(self, node: SchedulerNode) -> list[SchedulerJob]:
         """The jobs on the node now (squeue), every user's."""

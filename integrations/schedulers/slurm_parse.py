@@ -12,7 +12,7 @@ import re
 
 from integrations.exceptions import PermanentError
 
-from .base import SchedulerJob, SchedulerNodeState
+from .base import SchedulerAllocation, SchedulerJob, SchedulerNodeState
 
 # A key starts a token: "NodeName=", "CPUs/Task=", "AllocNode:Sid=". Values may hold "=" (CfgTRES=cpu=8,mem=1M)
 # but a key is always preceded by whitespace, so "mem=" inside a value is not one.
@@ -91,6 +91,57 @@ def scontrol_nodes_parse(text: str) -> list[SchedulerNodeState]:
             raise PermanentError(f"no State= for node {record.get('NodeName', '?')} in scontrol output")
         states.append(node_state_from(record["NodeName"], record["State"], record.get("Reason", "")))
     return states
+
+
+# One GPU entry of Gres= ("gpu:8", "gpu:a100:4", "gpu:model_a:2(S:0-1)"): the count is the last field.
+_GRES_GPU = re.compile(r"(?:^|,)gpu(?::[^:,(]+)?:(\d+)")
+
+
+def _tres_gpus(tres: str) -> int | None:
+    """ "cpu=8,mem=1M,gres/gpu=4" -> 4; None without an untyped gres/gpu entry (typed ones repeat it)."""
+    for item in tres.split(","):
+        key, _, value = item.partition("=")
+        if key == "gres/gpu" and value.isdigit():
+            return int(value)
+    return None
+
+
+def scontrol_allocation_parse(text: str) -> list[SchedulerAllocation]:
+    """`scontrol show node [-o]` (as operators paste it) -> GPUs configured (CfgTRES gres/gpu, else the counts in
+    Gres=) and allocated (AllocTRES gres/gpu) per node. Slurm lists gres/gpu in AllocTRES only when its TRES
+    accounting tracks it (it is in CfgTRES); otherwise the allocation is unknown here, not zero - the adapter reads
+    sinfo's GresUsed instead, which slurmctld always knows."""
+    allocations = []
+    for record in scontrol_records_parse(text):
+        configured = _tres_gpus(record.get("CfgTRES", ""))
+        total = configured if configured is not None else _gres_gpus(record.get("Gres", ""))
+        allocated = (_tres_gpus(record.get("AllocTRES", "")) or 0) if configured is not None else None
+        allocations.append(SchedulerAllocation(name=record["NodeName"], total=total, allocated=allocated))
+    return allocations
+
+
+# The adapter's allocation read: `sinfo -h -N -O` with these fields, each ended by "|" (no padding, no truncation).
+SINFO_GRES_FIELDS = "NodeList:|,Gres:|,GresUsed:|"
+
+
+def _gres_gpus(gres: str) -> int:
+    """GPUs in a Gres / GresUsed string: "gpu:8", "gpu:h100:3(IDX:0-2)", "gpu:a:1(IDX:0),gpu:b:2(IDX:1-2)"."""
+    return sum(int(n) for n in _GRES_GPU.findall(re.sub(r"\([^)]*\)", "", gres)))
+
+
+def sinfo_allocation_parse(text: str) -> list[SchedulerAllocation]:
+    """`sinfo -h -N -O "NodeList:|,Gres:|,GresUsed:|"` -> GPUs configured and in use per node (a node in several
+    partitions is listed once). GresUsed is what slurmctld has handed to jobs, whatever TRES accounting tracks."""
+    found: dict[str, SchedulerAllocation] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split("|")
+        if len(parts) < 3:
+            raise PermanentError(f"unexpected sinfo line: {line[:200]!r}")
+        name, gres, used = (p.strip() for p in parts[:3])
+        found.setdefault(name, SchedulerAllocation(name=name, total=_gres_gpus(gres), allocated=_gres_gpus(used)))
+    return list(found.values())
 
 
 def slurm_state_parse(name: str, text: str) -> SchedulerNodeState:

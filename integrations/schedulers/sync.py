@@ -17,10 +17,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from cmdb.models import Cluster, Node, NodeStatus
+from cmdb.services.allocation import AllocationReading, node_allocations_record
 
 from ..exceptions import PermanentError
 from ..models import DriftKind, SchedulerDrift
-from .base import SchedulerNode, SchedulerNodeState
+from .base import JobReader, SchedulerNode, SchedulerNodeState
 from .registry import scheduler_configured, scheduler_for
 
 logger = logging.getLogger(__name__)
@@ -124,10 +125,33 @@ def scheduler_drift_sync(cluster_id: int) -> SyncResult:
     return result
 
 
+def scheduler_allocation_sync(cluster_id: int) -> int | None:
+    """Record how many accelerators the scheduler has allocated on each of the cluster's synced nodes (one bulk
+    read, one upsert). None when the adapter cannot tell; the number of nodes written otherwise."""
+    cluster = Cluster.objects.get(pk=cluster_id)
+    scheduler = scheduler_for(cluster.kind)
+    if not isinstance(scheduler, JobReader):
+        return None
+    ids = dict(Node.objects.filter(cluster=cluster, status__in=SYNCED_STATUSES).values_list("hostname", "id"))
+    if not ids:
+        return 0
+    targets = [SchedulerNode(name=name, cluster=cluster.name, cluster_kind=cluster.kind) for name in ids]
+    read = scheduler.nodes_allocation(targets)
+    readings = {ids[name]: AllocationReading(a.total, a.allocated) for name, a in read.items() if name in ids}
+    return node_allocations_record(scheduler=cluster.kind, readings=readings, observed_at=timezone.now())
+
+
 def synced_clusters() -> list[int]:
     """Clusters whose kind has a real scheduler adapter configured."""
     kinds = {kind for kind in Cluster.objects.values_list("kind", flat=True).distinct() if scheduler_configured(kind)}
     return list(Cluster.objects.filter(kind__in=kinds).order_by("pk").values_list("pk", flat=True))
 
 
-__all__ = ["SYNCED_STATUSES", "SyncResult", "nodes_state_read", "scheduler_drift_sync", "synced_clusters"]
+__all__ = [
+    "SYNCED_STATUSES",
+    "SyncResult",
+    "nodes_state_read",
+    "scheduler_allocation_sync",
+    "scheduler_drift_sync",
+    "synced_clusters",
+]

@@ -7,8 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 from django.core.handlers.wsgi import WSGIHandler
-from django.core.signals import request_finished
-from django.db import close_old_connections
+from django.db import connection
 
 from bench import fleet_bench
 from cmdb.models import Accelerator
@@ -16,12 +15,11 @@ from cmdb.services.demo import demo_load
 
 
 @pytest.fixture(autouse=True)
-def _keep_test_connection():
-    """Django's WSGI handler closes the database connection when a request finishes; on PostgreSQL that would
-    close the test's transaction under it (Django's own test client disconnects the same signal)."""
-    request_finished.disconnect(close_old_connections)
-    yield
-    request_finished.connect(close_old_connections)
+def _keep_test_connection(monkeypatch):
+    """Django's WSGI handler closes the database connection at each request's start and end when it looks unusable,
+    and a connection inside the test's transaction does (autocommit off); on PostgreSQL that would close the
+    transaction under the test. Django's test client avoids it for its own requests only."""
+    monkeypatch.setattr(connection, "close_if_unusable_or_obsolete", lambda: None)
 
 
 @pytest.fixture

@@ -68,7 +68,9 @@ def test_transient_error_after_effects_does_not_repeat_them(wf, fleet, groups):
     ]
     assert len(cordons) == 1
     lines = list(StepRun.objects.get(ticket=ticket, step="drain").log_lines.values_list("message", flat=True))
-    assert sum("already done, not repeated" in line for line in lines) == 4  # 2 effects x 2 retries
+    # Reading the jobs (and its timeline line), the scheduler drain and the CMDB drain: 4 effects x 2 retries.
+    assert sum("already done, not repeated" in line for line in lines) == 8
+    assert wf.scheduler.attempts["job_history"] == 1
 
 
 def test_attempts_exhausted_fails_then_operator_retry_succeeds(wf, fleet, lead, settings):

@@ -1,6 +1,7 @@
-"""Incidents and requests: a plain ticket moved by people, with no automation.
+"""Incidents and requests: a ticket moved by people. Its one automated step lists the jobs that ran on the affected
+node before the incident, for the people to tell and the postmortem to name.
 
-    open --start_work--> in_progress --wait--> waiting --continue_work--> in_progress
+    open --start_work--> in_progress [jobs_impact] --wait--> waiting --continue_work--> in_progress
     open / in_progress / waiting --resolve--> resolved --close--> closed
     resolved --reopen--> in_progress
     open / in_progress / waiting --cancel--> cancelled
@@ -8,7 +9,7 @@
 Closing needs a complete postmortem (summary and root cause category; workflows.services.postmortems): the
 close transition's guard names what is missing.
 
-Ticket data: wait_reason, resolution, cancel_reason.
+Ticket data: wait_reason, resolution, cancel_reason, jobs_impact (start_work, with a node linked).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from typing import Any
 
 from django.db import models
 
-from ..declarations import Field, Transition, Workflow
+from ..declarations import Field, Transition, Workflow, step
 from ..models import Ticket
+from ..services.job_impact import jobs_impact_collect, jobs_impact_summary
+from ..steps import Done, StepContext, StepOutcome
 
 
 class IncidentState(models.TextChoices):
@@ -45,8 +48,26 @@ def _postmortem_complete(ticket: Ticket, values: Mapping[str, Any]) -> list[str]
     return []
 
 
+@step("jobs_impact", label="List the jobs on the node", time_limit_s=120)
+def jobs_impact(ctx: StepContext) -> StepOutcome:
+    """The jobs that ran on the incident's node in the hours before it was opened (nothing to do without one)."""
+    node = ctx.subject_node()
+    if node is None:
+        return Done(message="no node linked; no jobs to list")
+    impact = jobs_impact_collect(ctx, node, failed_at=ctx.ticket.created_at)
+    return Done(data={"jobs_impact": impact}, message=jobs_impact_summary(impact))
+
+
 TRANSITIONS = (
-    Transition("start_work", "Start work", frozenset({S.OPEN}), S.IN_PROGRESS, "incident_work", fields=(NOTE,)),
+    Transition(
+        "start_work",
+        "Start work",
+        frozenset({S.OPEN}),
+        S.IN_PROGRESS,
+        "incident_work",
+        fields=(NOTE,),
+        step="jobs_impact",
+    ),
     Transition(
         "wait",
         "Wait on someone",
@@ -109,6 +130,7 @@ WORKFLOW = Workflow(
     transitions=TRANSITIONS,
     create_fields=(Field("node", "Affected node (hostname, optional)", kind="node", required=False),),
     waiting_states=frozenset({S.WAITING}),
+    steps=(jobs_impact,),
     editable_states=frozenset({S.OPEN, S.IN_PROGRESS, S.WAITING}),
     sla={
         "critical": dt.timedelta(hours=4),

@@ -19,14 +19,15 @@ adds to its timeline) or by hand. Then:
     any open state --cancel--> cancelled [release: spare reservation released, procurement need cancelled]
 
 Ticket data (ticket.data) written along the way: accelerator_id, failed_serial, node_id, node_hostname,
-slot_index, model_id (on create); node_status_before, drain_reason (drain); verdict, root_cause (diagnosis);
-reservation_id, spare_id, spare_serial, spare_location_id (reserve_spare); old_serial, new_serial
-(confirm_swap); verify_since (verify); rma_vendor, rma_number, rma_tracking; replacement_serial,
-replacement_id; cancel_reason.
+slot_index, model_id (on create); node_status_before, drain_reason, jobs_impact (drain: the jobs that ran on
+the node before the failure); verdict, root_cause (diagnosis); reservation_id, spare_id, spare_serial,
+spare_location_id (reserve_spare); old_serial, new_serial (confirm_swap); verify_since (verify); rma_vendor,
+rma_number, rma_tracking; replacement_serial, replacement_id; cancel_reason.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Mapping
 from typing import Any
@@ -49,6 +50,7 @@ from ..declarations import Field, Transition, Workflow, step
 from ..engine import GuardError, link_add
 from ..models import LinkRole, ProcurementNeed, Ticket
 from ..services.cmdb_writes import procurement_need_open, procurement_needs_close, warehouse_for
+from ..services.job_impact import jobs_impact_collect
 from ..steps import Done, Failed, StepContext, StepOutcome, WaitForEvent, node_reported_key
 from .common import holdings_release, node_drain, node_resume, reservation_ref
 
@@ -183,13 +185,15 @@ def drain(ctx: StepContext) -> StepOutcome:
     its jobs are gone, then mark it in maintenance."""
     node = ctx.subject_node()
     assert node is not None, "a repair ticket always has a subject node"
+    # Before the drain moves anything: the jobs the failure touched, for the training team and the postmortem.
+    impact = {"jobs_impact": jobs_impact_collect(ctx, node, failed_at=ctx.ticket.created_at)}
     before, waiting = node_drain(ctx, node)
     if waiting is not None:
-        return waiting
+        return dataclasses.replace(waiting, data={**waiting.data, **impact})
     return Done(
         transition="drained",
         message=f"{node} drained",
-        data={"node_status_before": before["status_before"], "drain_reason": before["drain_reason"]},
+        data={"node_status_before": before["status_before"], "drain_reason": before["drain_reason"], **impact},
     )
 
 

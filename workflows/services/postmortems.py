@@ -123,6 +123,8 @@ class PostmortemReport:
     timeline: list[TimelineLine]
     actions: list[Ticket]
     missing: list[str]
+    # The jobs that ran on the incident's node before it (the jobs_impact step), as the scheduler told them.
+    jobs: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         pm = self.postmortem
@@ -145,6 +147,7 @@ class PostmortemReport:
                 {"id": t.pk, "reference": t.reference, "title": t.title, "state": t.state} for t in self.actions
             ],
             "missing": self.missing,
+            "jobs": self.jobs,
         }
 
 
@@ -355,6 +358,7 @@ def postmortem_report(ticket: Ticket, user: AbstractBaseUser | None = None) -> P
         timeline=_timeline(ticket, affected, start - window, end),
         actions=actions,
         missing=postmortem_missing(ticket),
+        jobs=ticket.data.get("jobs_impact") or {},
     )
 
 
@@ -547,6 +551,20 @@ def postmortem_markdown(report: PostmortemReport) -> str:
             )
     else:
         out.append("No recorded change on the affected objects in the window.")
+    if report.jobs:
+        jobs = report.jobs
+        out += ["", f"## Jobs on {jobs.get('node', '')} before the incident ({jobs.get('scheduler', '')})", ""]
+        if jobs.get("note"):
+            out += [f"_{_md(jobs['note'])}_", ""]
+        if jobs.get("jobs"):
+            out += ["| job | state | user | partition | name | started | ended |", "|---|---|---|---|---|---|---|"]
+            for j in jobs["jobs"]:
+                row = [j["job_id"], j["state"], j["user"], j["partition"], j["name"], j["start_at"], j["end_at"]]
+                out.append("| " + " | ".join(_md(v or "-") for v in row) + " |")
+            if jobs.get("total", 0) > len(jobs["jobs"]):
+                out.append(f"\n{jobs['total'] - len(jobs['jobs'])} older job(s) not listed.")
+        else:
+            out.append("No jobs ran on the node in the window.")
     out += ["", "## Action items", ""]
     out += [f"- [{'x' if not a.is_open else ' '}] {a.reference} {a.title} ({a.state})" for a in report.actions] or [
         "None."

@@ -183,3 +183,53 @@ def test_settings_pick_the_adapter_for_kubernetes_clusters(api, kubeconfig, sett
         assert api.nodes["nori"]["spec"]["unschedulable"] is True
     finally:
         cache_clear()
+
+
+def _with_gpus(item: dict, count: int, *, started: str, finished: str | None = None, init: int = 0) -> dict:
+    """A pod as the API returns it once scheduled: GPU limits on its container, start time, and (finished) the
+    container's termination."""
+    item["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": str(count)}}
+    if init:
+        item["spec"]["initContainers"] = [{"name": "init", "resources": {"requests": {"nvidia.com/gpu": str(init)}}}]
+    item["status"]["startTime"] = started
+    if finished:
+        item["status"]["containerStatuses"] = [{"name": "main", "state": {"terminated": {"finishedAt": finished}}}]
+    return item
+
+
+def test_job_history_lists_the_pods_whose_run_overlaps_the_window(api, kubeconfig):
+    import datetime as dt
+
+    for p in api.pods:
+        p["status"]["startTime"] = "2026-12-03T08:00:00Z"
+    done = next(p for p in api.pods if p["metadata"]["name"] == "done-job")
+    done["status"]["containerStatuses"] = [
+        {"name": "main", "state": {"terminated": {"finishedAt": "2026-12-03T09:30:00Z"}}}
+    ]
+    old = pod("old-job", "nori", phase="Failed", owner="Job")
+    api.pods.append(_with_gpus(old, 1, started="2026-12-02T01:00:00Z", finished="2026-12-02T02:00:00Z"))
+    k8s, _ = adapter(kubeconfig)
+    jobs = k8s.job_history(
+        NODE, start_at=dt.datetime(2026, 12, 3, 6, tzinfo=dt.UTC), end_at=dt.datetime(2026, 12, 3, 10, tzinfo=dt.UTC)
+    )
+    by_id = {j.job_id: j for j in jobs}
+    # DaemonSet pods are the node's plumbing, not work; the pod that ended yesterday is outside the window.
+    assert sorted(by_id) == ["default/done-job", "team-a/trainer-0", "team-a/trainer-1"]
+    finished = by_id["default/done-job"]
+    assert finished.state == "Succeeded" and finished.end_at == dt.datetime(2026, 12, 3, 9, 30, tzinfo=dt.UTC)
+    assert finished.name == "Job/done-job-owner" and finished.user == "default" and finished.nodes == ("nori",)
+    assert by_id["team-a/trainer-0"].end_at is None and by_id["team-a/trainer-0"].state == "Running"
+
+
+def test_allocation_counts_the_accelerators_unfinished_pods_request(api, kubeconfig):
+    from integrations.schedulers.kubernetes import pod_accelerators
+
+    trainer = next(p for p in api.pods if p["metadata"]["name"] == "trainer-0")
+    _with_gpus(trainer, 1, started="2026-12-03T08:00:00Z")
+    done = next(p for p in api.pods if p["metadata"]["name"] == "done-job")
+    _with_gpus(done, 1, started="2026-12-03T08:00:00Z", finished="2026-12-03T09:00:00Z")  # finished: holds nothing
+    assert pod_accelerators(_with_gpus(pod("x", "n"), 2, started="", init=4)) == 4  # the larger init container
+    k8s, _ = adapter(kubeconfig)
+    allocation = k8s.nodes_allocation([NODE, SchedulerNode(name="not-in-k8s")])
+    assert list(allocation) == ["nori"]
+    assert (allocation["nori"].total, allocation["nori"].allocated) == (1, 1)

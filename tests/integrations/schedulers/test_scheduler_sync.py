@@ -184,3 +184,54 @@ def test_the_api_node_page_and_dashboard_show_it_scoped(k8s_configured):
     assert f'href="{href}"' in dashboard
     behind = client.get(href.replace("&amp;", "&")).json()["count"]
     assert behind == 3
+
+
+def test_allocation_is_recorded_and_idle_nodes_are_listed_scoped(world):
+    """The sync also records how many accelerators the scheduler handed out on each node; a node with none allocated
+    since long ago is idle. Nothing in the CMDB's facts changes."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from integrations.schedulers.base import SchedulerAllocation
+    from integrations.schedulers.sync import scheduler_allocation_sync
+
+    fake = FakeScheduler(
+        allocation={
+            "a-ok": SchedulerAllocation("a-ok", 8, 6),
+            "a-drained-by-hand": SchedulerAllocation("a-drained-by-hand", 8, 0),
+            "a-resumed-by-hand": SchedulerAllocation("a-resumed-by-hand", 8, None),
+        }
+    )
+    with override(fake):
+        assert scheduler_allocation_sync(world["ka"].pk) == 3
+        assert scheduler_sync_all_task.apply().get() == 2  # the task runs drift and allocation for both clusters
+    rows = {a.node.hostname: a for a in m.NodeAllocation.objects.select_related("node")}
+    assert (rows["a-ok"].total, rows["a-ok"].allocated) == (8, 6) and rows["a-ok"].last_allocated_at is not None
+    assert rows["a-drained-by-hand"].allocated == 0 and rows["a-drained-by-hand"].last_allocated_at is None
+    assert rows["a-resumed-by-hand"].allocated is None
+    assert "a-racked" not in rows and "b-down" not in rows  # not synced / unknown to this scheduler
+
+    # A week later the busy node is idle: its last allocation stays where it was.
+    m.NodeAllocation.objects.filter(node__hostname="a-ok").update(
+        last_allocated_at=timezone.now() - dt.timedelta(days=8)
+    )
+    fake.allocation["a-ok"] = SchedulerAllocation("a-ok", 8, 0)
+    with override(fake):
+        scheduler_allocation_sync(world["ka"].pk)
+    assert m.NodeAllocation.objects.get(node__hostname="a-ok").last_allocated_at < timezone.now() - dt.timedelta(days=7)
+
+    b_node = world["nodes"]["b-down"]
+    m.NodeAllocation.objects.create(
+        node=b_node, scheduler="kubernetes", total=8, allocated=0, observed_at=timezone.now()
+    )
+    viewer = UserFactory(username="sa-alloc", is_staff=False)
+    grant_scope(scope_obj=world["sa"], perms=["view_scope"], users=[viewer])
+    client = Client()
+    client.force_login(viewer)
+    listed = client.get("/api/integrations/schedulers/allocation/").json()["results"]
+    assert sorted(r["node"] for r in listed) == ["a-drained-by-hand", "a-ok", "a-resumed-by-hand"]  # not site B's
+    idle = client.get("/api/integrations/schedulers/allocation/?idle_days=7").json()["results"]
+    assert sorted(r["node"] for r in idle) == ["a-drained-by-hand", "a-ok"]
+    bad = client.get("/api/integrations/schedulers/allocation/?idle_days=soon")
+    assert bad.status_code == 400 and "idle_days" in json.dumps(bad.json())

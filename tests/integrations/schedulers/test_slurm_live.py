@@ -121,3 +121,15 @@ def test_a_node_drained_by_hand_in_slurm_is_recorded_as_drift(slurm_cluster, slu
     slurm_cluster.run("scontrol", "update", "NodeName=gn1", "State=RESUME")
     until("gn1 idle", lambda: "drain" not in slurm_cluster.run("sinfo", "-h", "-n", "gn1", "-o", "%T"))
     assert scheduler_drift_sync(cluster.pk).resolved == ["gn1"]
+
+
+def test_allocation_counts_the_gpus_jobs_hold(slurm_cluster, slurm):
+    """GPUs handed to jobs per node (sinfo GresUsed), read for the whole cluster in one call - also where Slurm's
+    TRES accounting does not track gres/gpu, as in this cluster (its AllocTRES has no gres/gpu)."""
+    held = sbatch(slurm_cluster, "-w", "gn2", "--gres=gpu:3")
+    until("job on gn2 running", lambda: job_node(slurm_cluster, held) == "gn2")
+    allocation = slurm.nodes_allocation([GN1, GN2])
+    assert (allocation["gn2"].total, allocation["gn2"].allocated) == (8, 3)
+    assert (allocation["gn1"].total, allocation["gn1"].allocated) == (8, 0)
+    slurm_cluster.run("scancel", held)
+    assert until("gn2 released", lambda: slurm.nodes_allocation([GN2])["gn2"].allocated == 0)

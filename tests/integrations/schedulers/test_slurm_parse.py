@@ -11,8 +11,10 @@ from integrations.schedulers.slurm_parse import (
     hostlist_expand,
     sacct_parse,
     sacct_table_parse,
+    scontrol_allocation_parse,
     scontrol_jobs_parse,
     scontrol_nodes_parse,
+    sinfo_allocation_parse,
     sinfo_nodes_parse,
     slurm_state_parse,
     squeue_parse,
@@ -140,3 +142,41 @@ def test_adapter_formats_squeue_and_sacct():
         squeue_parse("garbage\n")
     with pytest.raises(PermanentError):
         hostlist_expand("gra[1-...")
+
+
+def test_allocation_reads_configured_and_allocated_gpus_where_slurm_accounts_for_them():
+    (gres_node,) = scontrol_allocation_parse(fixture("awsomeai-issue195_scontrol-show-node_idle-drain-gres.txt"))
+    assert (gres_node.name, gres_node.total, gres_node.allocated) == ("yigou-dev-102-68", 1, 0)
+    # slurm-exporter's nodes declare typed GPUs in Gres= but Slurm does not account for them in TRES: the total
+    # comes from Gres=, the allocation is unknown (not zero).
+    exporter = {
+        a.name: a for a in scontrol_allocation_parse(fixture("slurmexporter_slurm-26.05.2_scontrol-show-nodes-o.txt"))
+    }
+    totals = sorted({a.total for a in exporter.values()})
+    assert totals == [0, 4] and {a.allocated for a in exporter.values()} == {None}
+    pcluster = scontrol_allocation_parse(fixture("pcluster_scontrol-show-nodes_down-reboot-issued.txt"))
+    assert pcluster and all((a.total, a.allocated) == (0, None) for a in pcluster)
+
+
+def test_allocation_of_a_busy_node_in_the_one_line_layout():
+    line = (
+        "NodeName=gn7 Arch=x86_64 CoresPerSocket=32 CPUAlloc=48 Gres=gpu:h100:8(S:0-1) NodeAddr=gn7 State=MIXED "
+        "CfgTRES=cpu=128,mem=2000G,billing=128,gres/gpu=8 AllocTRES=cpu=48,mem=600G,gres/gpu=5,gres/gpu:h100=5\n"
+        "NodeName=gn8 Gres=gpu:h100:4(S:0),gpu:h100:4(S:1) State=IDLE CfgTRES=cpu=128,gres/gpu=8 AllocTRES=\n"
+    )
+    found = {a.name: (a.total, a.allocated) for a in scontrol_allocation_parse(line)}
+    assert found == {"gn7": (8, 5), "gn8": (8, 0)}
+
+
+def test_allocation_from_sinfo_gres_used():
+    text = (
+        "gn1|gpu:8|gpu:0|\n"
+        "gn2|gpu:h100:8(S:0-1)|gpu:h100:3(IDX:0-2)|\n"
+        "gn2|gpu:h100:8(S:0-1)|gpu:h100:3(IDX:0-2)|\n"  # the same node in a second partition
+        "gn3|gpu:a:4,gpu:b:4|gpu:a:1(IDX:0),gpu:b:2(IDX:5-6)|\n"
+        "cpu1|(null)|(null)|\n"
+    )
+    found = {a.name: (a.total, a.allocated) for a in sinfo_allocation_parse(text)}
+    assert found == {"gn1": (8, 0), "gn2": (8, 3), "gn3": (8, 3), "cpu1": (0, 0)}
+    with pytest.raises(PermanentError, match="unexpected sinfo line"):
+        sinfo_allocation_parse("garbage without separators")
