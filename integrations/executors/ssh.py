@@ -160,7 +160,10 @@ class SshExecutor:
                 while chan.recv_stderr_ready():
                     err += chan.recv_stderr(32768)
                 del out[:-OUTPUT_LIMIT], err[:-OUTPUT_LIMIT]
-                if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
+                # The exit status can arrive while output is still on its way (sshd sends it when the command
+                # exits, not when its output is flushed): done only at EOF (or close) with nothing left to read.
+                finished = chan.exit_status_ready() and (chan.eof_received or chan.closed)
+                if finished and not chan.recv_ready() and not chan.recv_stderr_ready():
                     break
             status = chan.recv_exit_status()
         except (OSError, EOFError) as exc:

@@ -115,7 +115,7 @@ def test_fleet_gauges_are_cached_for_the_configured_time(client, fleet, metrics_
 
     cache.delete("gpuops:metrics:fleet")
     first = samples(scrape(client))
-    AcceleratorFactory(node=fleet.node, model=fleet.card0.model)
+    AcceleratorFactory(node=fleet.node, model=fleet.card0.model, slot_index=63)  # a slot no fixture card holds
     with CaptureQueriesContext(connection) as ctx:
         again = samples(scrape(client))
     assert not [q for q in ctx.captured_queries if "cmdb_accelerator" in q["sql"]]
