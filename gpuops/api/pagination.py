@@ -56,6 +56,8 @@ class FleetPagination(LimitOffsetPagination):
         super().__init__()
         self.cursor_mode = False
         self.next_cursor: str | None = None
+        #: the id of a page row (a model instance, or a values_list() tuple of a RowReader)
+        self.row_pk: Any = lambda row: row.pk
 
     def get_offset(self, request: Request) -> int:
         # Beyond 2**62 no table has rows, and SQLite cannot bind a larger OFFSET at all.
@@ -85,7 +87,7 @@ class FleetPagination(LimitOffsetPagination):
         rows = list(queryset[: self.limit + 1])
         has_next = len(rows) > self.limit
         rows = rows[: self.limit]
-        self.next_cursor = encode_cursor(rows[-1].pk) if has_next and rows else None
+        self.next_cursor = encode_cursor(self.row_pk(rows[-1])) if has_next and rows else None
         return rows
 
     def get_next_link(self) -> str | None:

@@ -31,6 +31,7 @@ from .metadata import ApiMetadata
 from .pagination import FleetPagination
 from .permissions import ObjectWritePermission
 from .query_params import check_query_params
+from .rows import RowReader, reader_for
 from .schema import ApiAutoSchema
 from .writers import ModelWriter, Row, RowErrors
 
@@ -58,7 +59,35 @@ class ApiViewMixin:
         check_query_params(request, self)
 
 
-class BaseModelViewSet(ApiViewMixin, viewsets.ModelViewSet):
+class RowListMixin:
+    """Lists rendered by the serializer's RowReader (gpuops.api.rows) when it has one: same JSON, same filters,
+    scopes and pagination, a fraction of the work per row."""
+
+    #: False keeps the list on the serializer (an endpoint whose queryset carries what values() cannot show)
+    row_reader_enabled = True
+
+    def row_reader(self) -> RowReader | None:
+        if not self.row_reader_enabled:
+            return None
+        paginator = self.paginator  # type: ignore[attr-defined]
+        if paginator is not None and type(paginator).cursor_page is not FleetPagination.cursor_page:
+            return None  # a walk order of its own reads model instances
+        return reader_for(self.get_serializer_class())  # type: ignore[attr-defined]
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        reader = self.row_reader()
+        if reader is None:
+            return super().list(request, *args, **kwargs)  # type: ignore[misc]
+        queryset = reader.values(self.filter_queryset(self.get_queryset()))  # type: ignore[attr-defined]
+        paginator = self.paginator  # type: ignore[attr-defined]
+        if paginator is None:
+            return Response(reader.render(queryset))
+        paginator.row_pk = reader.pk_of
+        page = paginator.paginate_queryset(queryset, request, view=self)
+        return paginator.get_paginated_response(reader.render(page))
+
+
+class BaseModelViewSet(RowListMixin, ApiViewMixin, viewsets.ModelViewSet):
     """CRUD + bulk for one model. Subclasses set queryset, serializer_class, filterset_class and the hooks."""
 
     permission_classes = [ObjectWritePermission]
@@ -287,7 +316,7 @@ class BaseModelViewSet(ApiViewMixin, viewsets.ModelViewSet):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class ReadOnlyModelViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
+class ReadOnlyModelViewSet(RowListMixin, ApiViewMixin, viewsets.ReadOnlyModelViewSet):
     """List + retrieve only (append-only histories)."""
 
     pagination_class = FleetPagination
