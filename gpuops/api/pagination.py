@@ -58,6 +58,11 @@ class FleetPagination(LimitOffsetPagination):
         self.next_cursor: str | None = None
         #: the id of a page row (a model instance, or a values_list() tuple of a RowReader)
         self.row_pk: Any = lambda row: row.pk
+        #: what `count` counts when it is not the paginated queryset itself (set by the RowReader list path)
+        self.count_source: QuerySet | None = None
+
+    def get_count(self, queryset: Any) -> int:
+        return super().get_count(self.count_source if self.count_source is not None else queryset)
 
     def get_offset(self, request: Request) -> int:
         # Beyond 2**62 no table has rows, and SQLite cannot bind a larger OFFSET at all.

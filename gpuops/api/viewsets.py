@@ -78,11 +78,14 @@ class RowListMixin:
         reader = self.row_reader()
         if reader is None:
             return super().list(request, *args, **kwargs)  # type: ignore[misc]
-        queryset = reader.values(self.filter_queryset(self.get_queryset()))  # type: ignore[attr-defined]
+        filtered = self.filter_queryset(self.get_queryset())  # type: ignore[attr-defined]
+        queryset = reader.values(filtered)
         paginator = self.paginator  # type: ignore[attr-defined]
         if paginator is None:
             return Response(reader.render(queryset))
         paginator.row_pk = reader.pk_of
+        # Counted without the joins the page's columns need (a COUNT through six joins costs several times more).
+        paginator.count_source = filtered.select_related(None).prefetch_related(None)
         page = paginator.paginate_queryset(queryset, request, view=self)
         return paginator.get_paginated_response(reader.render(page))
 

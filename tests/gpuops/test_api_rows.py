@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
@@ -46,6 +47,12 @@ def fleet() -> None:
     node = m.Node.objects.order_by("pk").first()
     tags = [m.Tag.objects.create(slug=slug) for slug in ("zz-burn-in", "aa-canary")]
     node.tags.add(*tags)
+    # Timestamps whose text form has no fraction, or a fraction with trailing zeros (PostgreSQL formats them).
+    cards = list(m.Accelerator.objects.order_by("pk")[:2])
+    m.Accelerator.objects.filter(pk=cards[0].pk).update(last_seen_at=dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC))
+    m.Accelerator.objects.filter(pk=cards[1].pk).update(
+        last_seen_at=dt.datetime(2026, 1, 2, 3, 4, 5, 120000, tzinfo=dt.UTC), purchase_date=dt.date(2025, 3, 4)
+    )
 
 
 @pytest.fixture
@@ -81,6 +88,12 @@ def test_every_list_with_a_reader_answers_as_its_serializer(fleet, root, monkeyp
     assert {"/api/cmdb/accelerators/", "/api/cmdb/nodes/", "/api/cmdb/nic-ports/"} <= set(checked)
     for path in ("/api/cmdb/accelerators/", "/api/cmdb/nodes/", "/api/cmdb/nic-ports/", "/api/cmdb/links/"):
         assert root.get(path + "?limit=1").json()["count"] > 0, path
+
+
+def test_timestamps_read_as_the_serializer_writes_them(fleet, root) -> None:
+    rows = root.get("/api/cmdb/accelerators/?ordering=id&limit=2").json()["results"]
+    assert [r["last_seen_at"] for r in rows] == ["2026-01-02T03:04:05Z", "2026-01-02T03:04:05.120000Z"]
+    assert rows[1]["purchase_date"] == "2025-03-04"
 
 
 def test_a_tagged_node_lists_its_tags_in_slug_order(fleet, root) -> None:
