@@ -74,13 +74,30 @@ class FleetPagination(LimitOffsetPagination):
     def paginate_queryset(self, queryset: QuerySet, request: Request, view: Any = None) -> list | None:
         self.request = request
         if not self._is_cursor_mode(request):
-            return super().paginate_queryset(queryset, request, view)
+            return self.offset_page(queryset, request)
         mode = request.query_params.get(MODE_PARAM)
         if mode not in (None, "", "cursor", "offset"):
             raise exceptions.ValidationError({MODE_PARAM: ["Use 'cursor' or 'offset'."]})
         self.cursor_mode = True
         self.limit = self.get_limit(request) or self.default_limit
         return self.cursor_page(queryset, request.query_params.get(CURSOR_PARAM))
+
+    def offset_page(self, queryset: QuerySet, request: Request) -> list:
+        """DRF's limit/offset page, without the COUNT when the first page is not full: its length is the
+        count then (a search that finds a few rows runs its match once, not twice)."""
+        self.limit = self.get_limit(request)
+        self.offset = self.get_offset(request)
+        if self.offset == 0:
+            rows = list(queryset[: self.limit])
+            self.count = len(rows) if len(rows) < self.limit else self.get_count(queryset)
+        else:
+            self.count = self.get_count(queryset)
+            if self.count == 0 or self.offset > self.count:
+                return []
+            rows = list(queryset[self.offset : self.offset + self.limit])
+        if self.count > self.limit and self.template is not None:
+            self.display_page_controls = True
+        return rows
 
     def cursor_page(self, queryset: QuerySet, token: str | None) -> list:
         """One page of the cursor walk after `token` (the first page when None); sets `next_cursor`. A

@@ -26,6 +26,16 @@ def _node_ids_with(component: str, version: str | None = None) -> QuerySet:
     return rows.values("node_id")
 
 
+CARD_TEXT = ("serial", "uuid", "pci_bus_id", "node__hostname")
+
+
+def _any_contains(fields: tuple[str, ...], value: str) -> Q:
+    condition = Q()
+    for field in fields:
+        condition |= Q(**{f"{field}__icontains": value})
+    return condition
+
+
 CASES: list[tuple[str, dict[str, str], Expected]] = [
     # accelerators: location, organisation, catalog
     ("accelerators", {"site": "sh1"}, lambda: A.filter(site__code="sh1")),
@@ -72,6 +82,9 @@ CASES: list[tuple[str, dict[str, str], Expected]] = [
         {"q": "sh1h10000002"},
         lambda: A.filter(Q(serial__icontains="sh1h10000002") | Q(node__hostname__icontains="sh1h10000002")),
     ),
+    # the node's hostname: its cards (looked up through the node ids first)
+    ("accelerators", {"q": "BJ2-K100-0003"}, lambda: A.filter(_any_contains(CARD_TEXT, "bj2-k100-0003"))),
+    ("accelerators", {"q": "k100-000"}, lambda: A.filter(_any_contains(CARD_TEXT, "k100-000"))),
     ("accelerators", {"tag": "canary"}, lambda: A.filter(node__tags__slug="canary")),
     # nodes
     ("nodes", {"site": "bj2"}, lambda: N.filter(site__code="bj2")),
@@ -239,3 +252,47 @@ def test_changes_filter_by_object_actor_and_correlation(root, superuser, fleet):
     rows = root.get(url("changes"), params).json()["results"]
     assert [(r["model"], r["object_id"], r["action"]) for r in rows] == [("cmdb.node", node.pk, "update")]
     assert rows[0]["actor"] == {"id": superuser.pk, "username": "root"}
+
+
+def test_free_text_through_the_node_falls_back_to_the_join_when_many_nodes_match(root, fleet, monkeypatch):
+    from cmdb import filtersets
+
+    want = set(A.filter(_any_contains(CARD_TEXT, "k100")).values_list("pk", flat=True))
+    assert N.filter(hostname__icontains="k100").count() > 2
+    monkeypatch.setattr(filtersets, "RELATED_SEARCH_CAP", 2)
+    assert _ids(root, "accelerators", {"q": "k100"}) == want
+
+
+def test_a_first_page_that_is_not_full_is_its_own_count(root, fleet):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    card = A.exclude(serial=None).order_by("pk")[0]
+    with CaptureQueriesContext(connection) as ctx:
+        body = root.get(url("accelerators"), {"q": card.serial}).json()
+    assert body["count"] == len(body["results"]) >= 1
+    assert not [q for q in ctx.captured_queries if "COUNT(" in q["sql"]]
+    # A full first page and a later page still count.
+    total = A.count()
+    assert root.get(url("accelerators"), {"limit": 5}).json()["count"] == total
+    assert root.get(url("accelerators"), {"limit": 5, "offset": 5}).json()["count"] == total
+    beyond = root.get(url("accelerators"), {"limit": 5, "offset": total + 10}).json()
+    assert beyond["count"] == total and beyond["results"] == []
+
+
+@pytest.mark.services
+def test_postgresql_answers_the_card_search_from_its_indexes(fleet):
+    """Every branch of the card `?q=` has an index (0007, 0012), so PostgreSQL reads no card it does not return."""
+    from django.db import connection
+
+    from cmdb.filtersets import AcceleratorFilterSet
+
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only: SQLite has no search indexes")
+    with connection.cursor() as cursor:
+        # Plain index scans off too: on a small table the planner walks the primary key instead.
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_indexscan = off")
+    plan = AcceleratorFilterSet({"q": "bj2-k100-0003"}, queryset=A.all()).qs.explain()
+    assert "Seq Scan on cmdb_accelerator" not in plan and "BitmapOr" in plan, plan
+    assert "cmdb_accelerator_pci_bus_id_tg" in plan and "cmdb_accelerator_serial_tg" in plan, plan
