@@ -16,6 +16,7 @@ from .holds import holds_for
 from .models import (
     Accelerator,
     AcceleratorLifecycle,
+    AcceleratorModel,
     ChangeRecord,
     HealthEvent,
     Link,
@@ -23,6 +24,7 @@ from .models import (
     Node,
     NodeStatus,
     ReservationStatus,
+    Site,
 )
 from .permissions import restrict
 
@@ -58,23 +60,61 @@ def fleet_summary(*, user: AbstractBaseUser, filters: Mapping[str, str] | None =
         # On nodes `model` is the server model; the summary's `model` is the accelerator model.
         node_filters = {("accelerator_model" if k == "model" else k): v for k, v in filters.items()}
         nodes = _filtered(NodeFilterSet, nodes, node_filters)
-    by_site = _counts(cards, "site__code")
-    by_status = _counts(nodes, "status")
+    # One pass over the cards grouped by every key at once (a few dozen groups), names looked up after: five
+    # GROUP BYs over 100,000 cards, each joined to its site or model, cost five times as much.
+    card_groups = list(
+        cards.order_by()
+        .values("site_id", "model_id", "health", "lifecycle")
+        .annotate(n=Count("id"))
+        .values_list("site_id", "model_id", "health", "lifecycle", "n")
+    )
+    site_codes = dict(Site.objects.filter(pk__in={g[0] for g in card_groups}).values_list("pk", "code"))
+    models = {
+        pk: (name, vendor)
+        for pk, name, vendor in AcceleratorModel.objects.filter(pk__in={g[1] for g in card_groups}).values_list(
+            "pk", "name", "vendor__slug"
+        )
+    }
+    card_keys = [
+        ((site_codes.get(site), models[model][1], models[model][0], health, lifecycle), n)
+        for site, model, health, lifecycle, n in card_groups
+    ]
+    node_keys = [
+        ((status, health), n)
+        for status, health, n in nodes.order_by()
+        .values("status", "health")
+        .annotate(n=Count("id"))
+        .values_list("status", "health", "n")
+    ]
+    card_counts = _tally(card_keys, 5)
+    node_counts = _tally(node_keys, 2)
+    by_site = card_counts[0]
+    by_status = node_counts[0]
     return {
         "accelerators": {
             "total": sum(by_site.values()),
             "by_site": by_site,
-            "by_vendor": _counts(cards, "model__vendor__slug"),
-            "by_model": _counts(cards, "model__name"),
-            "by_health": _counts(cards, "health"),
-            "by_lifecycle": _counts(cards, "lifecycle"),
+            "by_vendor": card_counts[1],
+            "by_model": card_counts[2],
+            "by_health": card_counts[3],
+            "by_lifecycle": card_counts[4],
         },
         "nodes": {
             "total": sum(by_status.values()),
             "by_status": by_status,
-            "by_health": _counts(nodes, "health"),
+            "by_health": node_counts[1],
         },
     }
+
+
+def _tally(groups: Iterable[tuple[tuple[Any, ...], int]], width: int) -> list[dict[str, int]]:
+    """Per key position, {value: count} summed over the groups (None counted as "none"), sorted by value."""
+    tallies: list[dict[str, int]] = [{} for _ in range(width)]
+    for keys, n in groups:
+        for tally, value in zip(tallies, keys, strict=True):
+            key = str(value) if value is not None else "none"
+            tally[key] = tally.get(key, 0) + n
+    return [dict(sorted(t.items())) for t in tallies]
 
 
 # Nodes nobody expects an agent report from: not built yet, or gone (the staleness sweep skips them too).
