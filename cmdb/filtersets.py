@@ -18,6 +18,7 @@ import django_filters as df
 from django import forms
 from django.core.exceptions import FieldDoesNotExist
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 from django_filters.constants import EMPTY_VALUES
 from django_filters.fields import IsoDateTimeField
 from drf_spectacular.types import OpenApiTypes
@@ -388,7 +389,39 @@ class HealthPolicyFilterSet(CmdbFilterSet):
 # --- nodes and components --------------------------------------------------------------------------------------
 
 
-class NodeFilterSet(TrackedFilterSet):
+class WarrantyFilters(df.FilterSet):
+    """Purchase and warranty dates (nodes and cards): ranges, the ones ending within N days, the expired."""
+
+    purchase_date__gte = df.DateFilter(field_name="purchase_date", lookup_expr="gte")
+    purchase_date__lte = df.DateFilter(field_name="purchase_date", lookup_expr="lte")
+    warranty_end__gte = df.DateFilter(field_name="warranty_end", lookup_expr="gte")
+    warranty_end__lte = df.DateFilter(field_name="warranty_end", lookup_expr="lte")
+    warranty_end__isnull = df.BooleanFilter(field_name="warranty_end", lookup_expr="isnull")
+    warranty_ends_within = df.NumberFilter(
+        method="filter_warranty_ends_within",
+        label="Warranty ends between today and this many days from today (inclusive).",
+        min_value=0,
+        max_value=3650,
+        decimal_places=0,
+    )
+    warranty_expired = df.BooleanFilter(
+        method="filter_warranty_expired", label="true: the warranty ended before today; false: it has not."
+    )
+
+    def filter_warranty_ends_within(self, queryset: QuerySet, name: str, value: Any) -> QuerySet:
+        if value is None:
+            return queryset
+        today = timezone.localdate()
+        return queryset.filter(warranty_end__gte=today, warranty_end__lte=today + dt.timedelta(days=int(value)))
+
+    def filter_warranty_expired(self, queryset: QuerySet, name: str, value: bool | None) -> QuerySet:
+        if value is None:
+            return queryset
+        expired = Q(warranty_end__lt=timezone.localdate())
+        return queryset.filter(expired) if value else queryset.exclude(expired)
+
+
+class NodeFilterSet(WarrantyFilters, TrackedFilterSet):
     search_fields = ("hostname", "serial", "asset_tag", "po_number")
     site, site__in = ref("site", "code", "Site")
     room, room__in = ref("rack__room", "name", "Room")
@@ -520,7 +553,7 @@ class InstalledSoftwareFilterSet(_NodeChildFilterSet):
 # --- accelerators ----------------------------------------------------------------------------------------------
 
 
-class AcceleratorFilterSet(TrackedFilterSet):
+class AcceleratorFilterSet(WarrantyFilters, TrackedFilterSet):
     search_fields = ("serial", "uuid", "pci_bus_id", "node__hostname")
     site, site__in = ref("site", "code", "Site")
     room, room__in = ref("node__rack__room", "name", "Room")

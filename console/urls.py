@@ -1,6 +1,6 @@
 """The console's pages, mounted at the site root. Each views module owns its routes."""
 
-from .views import changes, dashboard, failures, groups, lists, network, objects, places, search
+from .views import changes, dashboard, failures, groups, lifecycle, lists, network, objects, places, search
 
 app_name = "console"
 
@@ -13,5 +13,6 @@ urlpatterns = [
     *groups.urlpatterns,
     *changes.urlpatterns,
     *failures.urlpatterns,
+    *lifecycle.urlpatterns,
     *lists.urlpatterns,
 ]

@@ -10,6 +10,7 @@ from gpuops.api.routers import BulkRouter
 from .views import inventory as v
 from .views.auth import TokenView
 from .views.compliance import ComplianceComponentsView, ComplianceCsvView, ComplianceSummaryView
+from .views.lifecycle import IdleCardsView, RmaTurnaroundView, WarrantyReportView
 from .views.summary import FleetSummaryView
 
 app_name = "cmdb-api"
@@ -47,6 +48,9 @@ router.register("firmware-baselines", v.FirmwareBaselineViewSet)
 
 urlpatterns = [
     path("summary/", FleetSummaryView.as_view(), name="summary"),
+    path("reports/warranty/", WarrantyReportView.as_view(), name="report-warranty"),
+    path("reports/idle-cards/", IdleCardsView.as_view(), name="report-idle-cards"),
+    path("reports/rma-turnaround/", RmaTurnaroundView.as_view(), name="report-rma-turnaround"),
     path("auth/token/", TokenView.as_view(), name="auth-token"),
     path("compliance/", ComplianceSummaryView.as_view(), name="compliance"),
     path("compliance/components/", ComplianceComponentsView.as_view(), name="compliance-components"),

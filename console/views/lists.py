@@ -187,6 +187,8 @@ NODES = ListSpec(
         FilterField("cluster", "Cluster", placeholder="name"),
         FilterField("tenant", "Tenant", placeholder="slug"),
         FilterField("model", "Model", placeholder="server model"),
+        FilterField("warranty_ends_within", "Warranty ends within", placeholder="days"),
+        FilterField("warranty_expired", "Warranty expired", "bool"),
     ),
 )
 
@@ -282,6 +284,8 @@ ACCELERATORS = ListSpec(
         FilterField("lifecycle", "Lifecycle", "choice", choices_of(f.AcceleratorFilterSet, "lifecycle")),
         FilterField("health", "Health", "choice", choices_of(f.AcceleratorFilterSet, "health")),
         FilterField("is_missing", "Missing", "bool"),
+        FilterField("warranty_ends_within", "Warranty ends within", placeholder="days"),
+        FilterField("warranty_expired", "Warranty expired", "bool"),
     ),
 )
 

@@ -1,0 +1,56 @@
+"""Console page: lifecycle (/lifecycle/) - warranties ending by site and vendor, idle cards by tenant and cluster,
+RMA turnaround per vendor. Reads are cmdb.lifecycle selectors (scoped to what the user may see)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import URLPattern, path
+
+from cmdb.lifecycle import LifecycleQueryError, days_param, idle_cards, rma_turnaround, warranty_ending
+from cmdb.permissions import scope_lookups_cached
+
+from ..charts import Segment, largest, stacked_bar
+
+
+def _bars(rows: list[dict[str, Any]], tone: str) -> list[dict[str, Any]]:
+    scale = largest([r["n"] for r in rows])
+    return [{**r, "bar": stacked_bar([Segment("", r["n"], tone)], scale=scale)} for r in rows]
+
+
+@login_required
+def lifecycle_view(request: HttpRequest) -> HttpResponse:
+    params = {k: request.GET.get(k, "") for k in ("site", "vendor", "warranty_days", "idle_days", "rma_days")}
+    context: dict[str, Any] = {"params": params}
+    try:
+        warranty_days = days_param(request.GET, "warranty_days", 90)
+        idle_days = days_param(request.GET, "idle_days", 7)
+        rma_days = days_param(request.GET, "rma_days", 365)
+    except LifecycleQueryError as exc:
+        context["error"] = f"{exc.field}: {exc}"
+        return render(request, "console/lifecycle.html", context, status=400)
+    site, vendor = params["site"].strip(), params["vendor"].strip()
+    with scope_lookups_cached():
+        warranty = warranty_ending(request.user, days=warranty_days, site=site, vendor=vendor)
+        idle = idle_cards(request.user, days=idle_days, site=site)
+        turnaround = rma_turnaround(request.user, days=rma_days)
+    context.update(
+        warranty=warranty,
+        warranty_days=warranty_days,
+        card_groups=_bars(warranty.cards_by_site_vendor, "warn"),
+        node_groups=_bars(warranty.nodes_by_site_vendor, "warn"),
+        idle=idle,
+        idle_days=idle_days,
+        idle_groups=_bars(idle.by_tenant_cluster, "muted"),
+        turnaround=turnaround,
+        rma_days=rma_days,
+    )
+    return render(request, "console/lifecycle.html", context)
+
+
+urlpatterns: list[URLPattern] = [
+    path("lifecycle/", lifecycle_view, name="lifecycle"),
+]
