@@ -93,7 +93,7 @@ class Node(TrackedModel):
     po_number = models.CharField(max_length=64, blank=True, db_index=True)
     supplier = models.CharField(max_length=200, blank=True)
     purchase_date = models.DateField(null=True, blank=True)
-    warranty_end = models.DateField(null=True, blank=True)
+    warranty_end = models.DateField(null=True, blank=True, db_index=True)  # the warranty reports and filters
 
     class Meta:
         ordering = ["hostname"]
