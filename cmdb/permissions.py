@@ -51,6 +51,8 @@ SCOPE_PATHS: dict[str, dict[str, str]] = {
     "cmdb.firmwarecomponent": {"site": "node__site_id", "cluster": "node__cluster_id", "tenant": "node__tenant_id"},
     "cmdb.healthevent": {"site": "node__site_id", "cluster": "node__cluster_id", "tenant": "node__tenant_id"},
     "cmdb.nodeallocation": {"site": "node__site_id", "cluster": "node__cluster_id", "tenant": "node__tenant_id"},
+    "cmdb.nodestatespan": {"site": "node__site_id", "cluster": "node__cluster_id", "tenant": "node__tenant_id"},
+    "cmdb.cardhours": {"site": "site_id", "cluster": "cluster_id", "tenant": "tenant_id"},
     "cmdb.fabric": {"site": "site_id"},
     "cmdb.switch": {"site": "site_id"},
     "cmdb.switchport": {"site": "switch__site_id"},

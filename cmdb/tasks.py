@@ -41,3 +41,12 @@ def directory_sync_task() -> int:
         except ldap.LDAPError as exc:
             logging.getLogger("gpuops.security").warning("directory sync: the directory could not be read: %s", exc)
             return 0
+
+
+@shared_task(name="cmdb.capacity_rollup", acks_late=True, ignore_result=True)
+def capacity_rollup_task(months: int = 2) -> int:
+    """Card-hours of the current and the previous month from the history (beat: hourly). Idempotent: each run
+    replaces what the last one wrote. Returns the CardHours rows written."""
+    from .services.capacity import capacity_rollup
+
+    return capacity_rollup(months=months).rows

@@ -276,9 +276,13 @@ CELERY_TASK_ROUTES = {
     "integrations.*": {"queue": "integrations"},
 }
 CELERY_WORKER_QUEUES = "default,ingest,workflows,integrations"
+# The currency of the cost model's prices (docs/capacity.md): a label, no conversion.
+GPUOPS_COST_CURRENCY = os.environ.get("GPUOPS_COST_CURRENCY", "USD")
+
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE: dict = {
     "cmdb-reservations-expire": {"task": "cmdb.reservations_expire", "schedule": 600.0},
+    "cmdb-capacity-rollup": {"task": "cmdb.capacity_rollup", "schedule": 3600.0},
     "switches-poll-all": {"task": "integrations.switches.poll_all", "schedule": 900.0},
     "inventory_agents.flag_stale_nodes": {"task": "inventory_agents.flag_stale_nodes", "schedule": 300.0},
     "inventory_agents.prune_reports": {"task": "inventory_agents.prune_reports", "schedule": 3600.0},

@@ -10,7 +10,13 @@ from gpuops.api.routers import BulkRouter
 from .views import inventory as v
 from .views.auth import TokenView
 from .views.compliance import ComplianceComponentsView, ComplianceCsvView, ComplianceSummaryView
-from .views.lifecycle import IdleCardsView, RmaTurnaroundView, WarrantyReportView
+from .views.lifecycle import (
+    CardHoursCsvView,
+    CardHoursView,
+    IdleCardsView,
+    RmaTurnaroundView,
+    WarrantyReportView,
+)
 from .views.summary import FleetSummaryView
 
 app_name = "cmdb-api"
@@ -48,6 +54,8 @@ router.register("firmware-baselines", v.FirmwareBaselineViewSet)
 
 urlpatterns = [
     path("summary/", FleetSummaryView.as_view(), name="summary"),
+    path("reports/card-hours/", CardHoursView.as_view(), name="report-card-hours"),
+    path("reports/card-hours.csv", CardHoursCsvView.as_view(), name="report-card-hours-csv"),
     path("reports/warranty/", WarrantyReportView.as_view(), name="report-warranty"),
     path("reports/idle-cards/", IdleCardsView.as_view(), name="report-idle-cards"),
     path("reports/rma-turnaround/", RmaTurnaroundView.as_view(), name="report-rma-turnaround"),

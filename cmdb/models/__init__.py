@@ -3,6 +3,7 @@
 from .accelerators import Accelerator, AcceleratorLifecycle, AcceleratorPlacement, PlacementKind
 from .allocation import NodeAllocation
 from .base import TrackedModel
+from .capacity import CardHours, CardState, NodeStateSpan
 from .catalog import AcceleratorModel, FormFactor, Interconnect, PartKind, PartModel, ServerModel, Tag, Vendor
 from .directory import DirectoryAccount, DirectoryGrant, DirectoryGrantKind, DirectoryGroupMapping, ScopePerm
 from .firmware import (
@@ -64,6 +65,8 @@ __all__ = [
     "AcceleratorPlacement",
     "BaselineRule",
     "CableType",
+    "CardHours",
+    "CardState",
     "ChangeAction",
     "ChangeRecord",
     "Cluster",
@@ -102,6 +105,7 @@ __all__ = [
     "NodeAllocation",
     "NodeFirmware",
     "NodeRole",
+    "NodeStateSpan",
     "NodeStatus",
     "NodeTopology",
     "PartItem",

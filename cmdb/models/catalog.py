@@ -5,6 +5,7 @@ Vendors are rows, not an enum: adding Cambricon or MetaX is one new row (plus, f
 
 from __future__ import annotations
 
+from django.core.validators import MinValueValidator
 from django.db import models
 
 from .base import TrackedModel
@@ -49,6 +50,13 @@ class AcceleratorModel(TrackedModel):
     memory_gib = models.PositiveIntegerField(default=0)
     interconnect = models.CharField(max_length=16, choices=Interconnect.choices, default=Interconnect.PCIE)
     tdp_w = models.PositiveIntegerField(default=0)
+    # The cost model (cmdb.services.capacity): what one card costs to own, spread over its amortisation period.
+    unit_price = models.DecimalField(
+        max_digits=12, decimal_places=2, default=0, help_text="Purchase price of one card (the fleet's currency)."
+    )
+    amortisation_months = models.PositiveIntegerField(
+        default=36, validators=[MinValueValidator(1)], help_text="Months over which the price is spread."
+    )
     form_factor = models.CharField(max_length=16, choices=FormFactor.choices, default=FormFactor.PCIE)
     # Product names as the vendor tools print them ("NVIDIA H100 80GB HBM3", "910B3"); agents match on these.
     aliases = models.JSONField(default=list, blank=True)

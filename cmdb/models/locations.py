@@ -15,6 +15,13 @@ class Site(TrackedModel):
     name = models.CharField(max_length=200)
     region = models.CharField(max_length=100, blank=True)
     timezone = models.CharField(max_length=64, default="UTC")
+    # The cost model: a card draws its model's TDP times the site's PUE, at this price per kWh.
+    power_price_kwh = models.DecimalField(
+        max_digits=8, decimal_places=4, default=0, help_text="Electricity price per kWh (the fleet's currency)."
+    )
+    pue = models.DecimalField(
+        max_digits=4, decimal_places=2, default=1, help_text="Power usage effectiveness (facility / IT power)."
+    )
 
     class Meta:
         ordering = ["code"]

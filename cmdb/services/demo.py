@@ -21,8 +21,14 @@ from gpuops.context import ChangeSource, change_context
 
 from .. import models as m
 from .accelerators import placement_build, placements_write
+from .capacity import capacity_rollup
 from .changelog import records_for_bulk, records_write, tracked_update
-from .demo_history import demo_repeat_offender_load, demo_service_history_load, demo_windows_load
+from .demo_history import (
+    demo_capacity_load,
+    demo_repeat_offender_load,
+    demo_service_history_load,
+    demo_windows_load,
+)
 from .firmware import firmware_baseline_save, firmware_digest
 from .health_policies import health_policies_ensure
 from .stock import receipts_write
@@ -681,6 +687,10 @@ def demo_load(*, scale: str = "small", progress: Progress | None = None, only: s
             demo_service_history_load()
         if scale == "small":
             demo_repeat_offender_load()
+        if result["groups_created"]:
+            # Card-hours of the months the demo's history covers (the hourly beat task keeps the last two current).
+            demo_capacity_load()
+            capacity_rollup(months=7)
     return result
 
 

@@ -13,6 +13,7 @@ from django.utils import timezone
 from ..models import (
     Accelerator,
     AcceleratorLifecycle,
+    AcceleratorModel,
     AcceleratorPlacement,
     ChangeRecord,
     Health,
@@ -111,3 +112,70 @@ def demo_repeat_offender_load(*, now: dt.datetime | None = None) -> int:
             reason="demo history",
         )
     return len(spans)
+
+
+# Illustrative prices of the demo (the fleet's currency): card price, and per site electricity and PUE.
+DEMO_CARD_PRICES = {
+    "H100-SXM5-80GB": 30000,
+    "H200-SXM5-141GB": 35000,
+    "A100-SXM4-80GB": 15000,
+    "Ascend 910B3": 18000,
+    "Ascend 910B4": 14000,
+    "Hygon K100": 12000,
+    "Hygon Z100": 8000,
+}
+DEMO_POWER = {
+    "sh1": ("0.1200", "1.30"),
+    "bj2": ("0.1100", "1.25"),
+    "wh1": ("0.0900", "1.20"),
+    "gy1": ("0.0600", "1.15"),
+}
+
+
+@transaction.atomic
+def demo_capacity_load(*, now: dt.datetime | None = None) -> int:
+    """Prices for the cost model where none are set, and months of node history behind the demo's card-hours:
+    every 20th node spent two days in maintenance and every 15th was cordoned for three days, at dates spread over
+    the last 150 days (change records, as the services would have written them). Returns the records written."""
+    for name, price in DEMO_CARD_PRICES.items():
+        AcceleratorModel.objects.filter(name=name, unit_price=0).update(unit_price=price, amortisation_months=48)
+    for code, (kwh, pue) in DEMO_POWER.items():
+        Site.objects.filter(code=code, power_price_kwh=0).update(power_price_kwh=kwh, pue=pue)
+    if ChangeRecord.objects.filter(correlation_id__startswith="demo-capacity").exists():
+        return 0
+    now = now or timezone.now()
+    ct = ContentType.objects.get_for_model(Node)
+    records: list[ChangeRecord] = []
+
+    def record(node_id: int, hostname: str, at: dt.datetime, **changes: list) -> None:
+        records.append(
+            ChangeRecord(
+                at=at,
+                content_type=ct,
+                object_id=node_id,
+                object_repr=hostname,
+                action="update",
+                changes=changes,
+                source="api",
+                correlation_id=f"demo-capacity-{node_id}",
+                reason="demo history",
+            )
+        )
+
+    active = Node.objects.filter(status="active", is_cordoned=False).order_by("pk").values_list("pk", "hostname")
+    for i, (pk, hostname) in enumerate(active.iterator(chunk_size=5000)):
+        start = now - dt.timedelta(days=10 + (pk * 7) % 140, hours=pk % 24)
+        if i % 20 == 0:
+            record(pk, hostname, start, status=["active", "maintenance"])
+            record(pk, hostname, start + dt.timedelta(days=2), status=["maintenance", "active"])
+        elif i % 15 == 0:
+            record(pk, hostname, start, is_cordoned=[False, True], cordon_reason=["", "demo: fabric errors"])
+            record(
+                pk,
+                hostname,
+                start + dt.timedelta(days=3),
+                is_cordoned=[True, False],
+                cordon_reason=["demo: fabric errors", ""],
+            )
+    ChangeRecord.objects.bulk_create(records, batch_size=2000)
+    return len(records)

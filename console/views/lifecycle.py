@@ -9,11 +9,25 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import URLPattern, path
+from django.utils import timezone
 
+from cmdb.capacity import DIMENSIONS, STATES, CapacityQuery, CapacityQueryError, card_hours
 from cmdb.lifecycle import LifecycleQueryError, days_param, idle_cards, rma_turnaround, warranty_ending
 from cmdb.permissions import scope_lookups_cached
 
 from ..charts import Segment, largest, stacked_bar
+
+# Bar colours of the card states (console/dashboard.css .seg-<tone>).
+STATE_TONES = {
+    "in_service": "ok",
+    "idle": "warn",
+    "repair": "bad",
+    "rma": "bad",
+    "burn_in": "build",
+    "in_stock": "muted",
+    "in_transit": "muted",
+    "retired": "gone",
+}
 
 
 def _bars(rows: list[dict[str, Any]], tone: str) -> list[dict[str, Any]]:
@@ -21,15 +35,33 @@ def _bars(rows: list[dict[str, Any]], tone: str) -> list[dict[str, Any]]:
     return [{**r, "bar": stacked_bar([Segment("", r["n"], tone)], scale=scale)} for r in rows]
 
 
+def _state_bars(rows: list[Any]) -> list[dict[str, Any]]:
+    scale = largest([round(r.total_hours) for r in rows[:-1]]) if len(rows) > 1 else 0
+    return [
+        {
+            "row": r,
+            "data": r.as_dict(),
+            "repair_hours": r.hours["repair"] + r.hours["rma"],
+            "bar": stacked_bar(
+                [Segment(s.replace("_", " "), round(r.hours[s]), STATE_TONES[s]) for s in STATES],
+                scale=scale if i < len(rows) - 1 else None,
+            ),
+        }
+        for i, r in enumerate(rows)
+    ]
+
+
 @login_required
 def lifecycle_view(request: HttpRequest) -> HttpResponse:
-    params = {k: request.GET.get(k, "") for k in ("site", "vendor", "warranty_days", "idle_days", "rma_days")}
-    context: dict[str, Any] = {"params": params}
+    names = ("site", "vendor", "warranty_days", "idle_days", "rma_days", "from", "to", "by")
+    params = {k: request.GET.get(k, "") for k in names}
+    context: dict[str, Any] = {"params": params, "dimensions": [(k, v[1]) for k, v in DIMENSIONS.items()]}
     try:
         warranty_days = days_param(request.GET, "warranty_days", 90)
         idle_days = days_param(request.GET, "idle_days", 7)
         rma_days = days_param(request.GET, "rma_days", 365)
-    except LifecycleQueryError as exc:
+        capacity = CapacityQuery.from_params(request.GET, today=timezone.localdate())
+    except (LifecycleQueryError, CapacityQueryError) as exc:
         context["error"] = f"{exc.field}: {exc}"
         return render(request, "console/lifecycle.html", context, status=400)
     site, vendor = params["site"].strip(), params["vendor"].strip()
@@ -37,7 +69,11 @@ def lifecycle_view(request: HttpRequest) -> HttpResponse:
         warranty = warranty_ending(request.user, days=warranty_days, site=site, vendor=vendor)
         idle = idle_cards(request.user, days=idle_days, site=site)
         turnaround = rma_turnaround(request.user, days=rma_days)
+        hours = card_hours(request.user, capacity)
     context.update(
+        capacity=hours,
+        capacity_rows=_state_bars([*hours.rows, hours.total]),
+        state_tones=[(s, STATE_TONES[s]) for s in STATES],
         warranty=warranty,
         warranty_days=warranty_days,
         card_groups=_bars(warranty.cards_by_site_vendor, "warn"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from django.core.management import call_command
 from django.db.models import Count
@@ -45,3 +47,20 @@ def test_racks_are_not_overfilled():
     call_command("seed_demo", verbosity=0)
     per_rack = m.RackUnit.objects.values("rack", "face", "unit").annotate(n=Count("id")).filter(n__gt=1)
     assert not per_rack.exists()
+
+
+def test_the_demo_has_months_of_card_hours_priced_by_its_cost_model():
+    from cmdb.capacity import CapacityQuery, card_hours
+    from cmdb.services.capacity import month_start
+    from tests.factories.cmdb import UserFactory
+
+    call_command("seed_demo", "--scale", "small", verbosity=0)
+    today = dt.date.today()
+    last = month_start(month_start(today) - dt.timedelta(days=1))
+    first = month_start(last - dt.timedelta(days=120))
+    report = card_hours(UserFactory(is_superuser=True), CapacityQuery(start=first, end=last, by="tenant"))
+    hours = report.total.hours
+    assert hours["in_service"] > 0
+    assert hours["repair"] > 0 and hours["idle"] > 0  # the demo's maintenance and cordon episodes
+    assert report.total.total_cost > 0 and report.total.idle_cost > 0
+    assert any(r.key != "none" for r in report.rows)  # held by tenants

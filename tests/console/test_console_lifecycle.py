@@ -94,3 +94,33 @@ def test_constant_queries_whatever_the_fleet_size(who):
     small = _queries(user)
     grant_scope(scope_obj=_site("lb", nodes=6), perms=["view_scope"], users=[viewer])
     assert _queries(user) == small
+
+
+def test_last_months_card_hours_and_cost_per_tenant():
+    from cmdb.services.capacity import capacity_rollup, month_start
+    from tests.factories.cmdb import TenantFactory
+
+    site = _site("la", nodes=1)
+    m.Site.objects.filter(pk=site.pk).update(power_price_kwh="0.1000", pue="1.00")
+    node = m.Node.objects.get(hostname="la-0000")
+    m.Node.objects.filter(pk=node.pk).update(tenant=TenantFactory(slug="acme"))
+    cards = list(m.Accelerator.objects.filter(node=node))
+    m.AcceleratorModel.objects.filter(pk=cards[0].model_id).update(unit_price=730, amortisation_months=1, tdp_w=1000)
+    m.AcceleratorPlacement.objects.filter(accelerator__in=cards, kind="node").delete()
+    for card in cards:
+        m.AcceleratorPlacement.objects.create(
+            accelerator=card,
+            kind="node",
+            node=node,
+            slot_index=card.slot_index,
+            started_at=timezone.now() - dt.timedelta(days=70),
+        )
+    capacity_rollup(months=3)
+    today = timezone.localdate()
+    last = month_start(month_start(today) - dt.timedelta(days=1))
+    hours = 24 * (month_start(today) - last).days * len(cards)
+    html = _client(UserFactory(is_superuser=True)).get("/lifecycle/").content.decode()
+    assert f"Card-hours and cost, {last:%Y-%m}" in html
+    assert ">acme<" in html and f">{hours}<" in html
+    # 1.00 capital + 1 kW x 0.10 per card-hour in service.
+    assert f">{hours * 1.1:.2f}<" in html
