@@ -30,6 +30,10 @@ DEFAULTS: dict[str, Any] = {
     # or incident ticket (and its postmortem), at most JOB_IMPACT_MAX of them.
     "JOB_IMPACT_HOURS": 24,
     "JOB_IMPACT_MAX": 200,
+    # Spares forecast (workflows.services.spares_forecast): days from ordering spares to having them in stock,
+    # and the safety margin in standard deviations of the failures expected meanwhile (1.65: 95% of lead times).
+    "SPARES_LEAD_DAYS": 30,
+    "SPARES_SERVICE_Z": 1.65,
     # Repair tickets opened by the health hook start draining at once.
     "REPAIR_AUTO_START": True,
     "REPAIR_ASSIGNEE_GROUP": "dc-technicians",

@@ -5,17 +5,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
-from django.urls import URLPattern, path
+from django.shortcuts import redirect, render
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
+from django.views.decorators.http import require_POST
 
 from cmdb.capacity import DIMENSIONS, STATES, CapacityQuery, CapacityQueryError, card_hours
 from cmdb.lifecycle import LifecycleQueryError, days_param, idle_cards, rma_turnaround, warranty_ending
 from cmdb.permissions import scope_lookups_cached
+from workflows.services.spares_forecast import RAISE_PERMISSION, spares_forecast, spares_refill_raise
 
 from ..charts import Segment, largest, stacked_bar
+
+#: the failures the console's spares forecast counts (the API takes ?days=)
+FORECAST_DAYS = 180
 
 # Bar colours of the card states (console/dashboard.css .seg-<tone>).
 STATE_TONES = {
@@ -70,7 +77,11 @@ def lifecycle_view(request: HttpRequest) -> HttpResponse:
         idle = idle_cards(request.user, days=idle_days, site=site)
         turnaround = rma_turnaround(request.user, days=rma_days)
         hours = card_hours(request.user, capacity)
+        forecast = spares_forecast(request.user, days=FORECAST_DAYS, site=site)
     context.update(
+        forecast=forecast,
+        forecast_days=FORECAST_DAYS,
+        may_raise=request.user.has_perm(RAISE_PERMISSION),
         capacity=hours,
         capacity_rows=_state_bars([*hours.rows, hours.total]),
         state_tones=[(s, STATE_TONES[s]) for s in STATES],
@@ -87,6 +98,30 @@ def lifecycle_view(request: HttpRequest) -> HttpResponse:
     return render(request, "console/lifecycle.html", context)
 
 
+@login_required
+@require_POST
+def spares_refill_view(request: HttpRequest) -> HttpResponse:
+    """Raise the refill of a forecast row through procurement (the service checks the permission and the need)."""
+    try:
+        model_id = int(request.POST.get("model", ""))
+    except ValueError:
+        messages.error(request, "Pick an accelerator model from the forecast.")
+        return redirect(reverse("console:lifecycle") + "#spares")
+    try:
+        outcome = spares_refill_raise(
+            request.user, site=request.POST.get("site", ""), model_id=model_id, days=FORECAST_DAYS
+        )
+    except PermissionDenied as exc:
+        messages.error(request, str(exc))
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        verb = "Opened" if outcome.created else "Updated"
+        messages.success(request, f"{verb} procurement request {outcome.request}; it waits for its approvals.")
+    return redirect(reverse("console:lifecycle") + "#spares")
+
+
 urlpatterns: list[URLPattern] = [
     path("lifecycle/", lifecycle_view, name="lifecycle"),
+    path("lifecycle/spares/refill/", spares_refill_view, name="lifecycle-spares-refill"),
 ]

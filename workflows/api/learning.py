@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -28,6 +29,7 @@ from ..failures import (
 from ..learning_views import markdown_response
 from ..services.governance import emergency_approval_record
 from ..services.postmortems import postmortem_action_add, postmortem_report, postmortem_save
+from ..services.spares_forecast import spares_forecast, spares_refill_raise
 
 
 class PostmortemInputSerializer(serializers.Serializer):
@@ -202,10 +204,74 @@ class RootCausesView(ApiViewMixin, APIView):
         return Response({"root_causes": [{"root_cause": c, "postmortems": p, "repairs": r} for c, p, r in rows]})
 
 
+def _forecast_days(request: Request) -> int:
+    raw = str(request.query_params.get("days") or "180").strip()
+    if not raw.isdigit() or not 7 <= int(raw) <= 3660:
+        raise exceptions.ValidationError({"days": ["A whole number of days from 7 to 3660."]})
+    return int(raw)
+
+
+class SparesForecastView(ApiViewMixin, APIView):
+    """Per site and accelerator model: failures in the last `days` days, free spares, days of cover, and the
+    suggested minimum stock for the replenishment lead time (workflows.services.spares_forecast)."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("days", int, description="Failures of this many days (default 180)."),
+            OpenApiParameter("site", str, description="Site code."),
+        ],
+        responses=OpenApiTypes.OBJECT,
+        tags=["reports"],
+    )
+    def get(self, request: Request) -> Response:
+        days = _forecast_days(request)
+        rows = spares_forecast(request.user, days=days, site=request.query_params.get("site", "").strip())
+        return Response({"days": days, "rows": [r.as_dict() for r in rows]})
+
+
+class SparesRaiseInput(serializers.Serializer):
+    site = serializers.CharField(help_text="Site code.")
+    model = serializers.IntegerField(min_value=1, help_text="Accelerator model id.")
+    days = serializers.IntegerField(min_value=7, max_value=3660, default=180)
+
+
+class SparesRaiseView(ApiViewMixin, APIView):
+    """Open (or update) the refill request for a forecast row's shortfall, through the procurement workflow.
+    Needs procurement.add_procurementrequest. 201 with the request; 400 when the spares in hand suffice."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(request=SparesRaiseInput, responses=OpenApiTypes.OBJECT, tags=["reports"])
+    def post(self, request: Request) -> Response:
+        body = SparesRaiseInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        try:
+            outcome = spares_refill_raise(request.user, site=data["site"], model_id=data["model"], days=data["days"])
+        except DjangoValidationError as exc:
+            raise exceptions.ValidationError(exc.message_dict) from exc
+        req = outcome.request
+        line = req.lines.first()
+        return Response(
+            {
+                "request": req.pk,
+                "reference": str(req),
+                "state": req.state,
+                "quantity": line.quantity if line else None,
+                "created": outcome.created,
+            },
+            status=201 if outcome.created else 200,
+        )
+
+
 __all__ = [
     "FailureRatesView",
     "FailureSignalsView",
     "RepeatOffendersView",
     "RootCausesView",
+    "SparesForecastView",
+    "SparesRaiseView",
     "TicketLearningActions",
 ]

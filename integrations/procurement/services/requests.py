@@ -71,7 +71,8 @@ def unit_price_estimate(
     accelerator_model: AcceleratorModel | None = None,
     part_model: PartModel | None = None,
 ) -> Decimal:
-    """The unit price of the last priced line for the same item, else 0 (a selector)."""
+    """The unit price of the last priced line for the same item, else a card's price in the cost model
+    (`AcceleratorModel.unit_price`), else 0 (a selector)."""
     line = (
         RequestLine.objects.filter(
             server_model=server_model, accelerator_model=accelerator_model, part_model=part_model, unit_price__gt=0
@@ -80,7 +81,11 @@ def unit_price_estimate(
         .only("unit_price")
         .first()
     )
-    return line.unit_price if line else Decimal("0")
+    if line is not None:
+        return line.unit_price
+    if accelerator_model is not None and accelerator_model.unit_price:
+        return accelerator_model.unit_price
+    return Decimal("0")
 
 
 def _line_build(request: ProcurementRequest, line_no: int, spec: LineInput) -> RequestLine:
