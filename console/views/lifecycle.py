@@ -17,6 +17,7 @@ from django.views.decorators.http import require_POST
 from cmdb.capacity import DIMENSIONS, STATES, CapacityQuery, CapacityQueryError, card_hours
 from cmdb.lifecycle import LifecycleQueryError, days_param, idle_cards, rma_turnaround, warranty_ending
 from cmdb.permissions import scope_lookups_cached
+from workflows.failures import FailureScope, failure_rates
 from workflows.services.spares_forecast import RAISE_PERMISSION, spares_forecast, spares_refill_raise
 
 from ..charts import Segment, largest, stacked_bar
@@ -78,7 +79,9 @@ def lifecycle_view(request: HttpRequest) -> HttpResponse:
         turnaround = rma_turnaround(request.user, days=rma_days)
         hours = card_hours(request.user, capacity)
         forecast = spares_forecast(request.user, days=FORECAST_DAYS, site=site)
+        rates = failure_rates(FailureScope(user=request.user, site=site, days=365), "model")
     context.update(
+        rates=rates,
         forecast=forecast,
         forecast_days=FORECAST_DAYS,
         may_raise=request.user.has_perm(RAISE_PERMISSION),

@@ -124,3 +124,14 @@ def test_last_months_card_hours_and_cost_per_tenant():
     assert ">acme<" in html and f">{hours}<" in html
     # 1.00 capital + 1 kW x 0.10 per card-hour in service.
     assert f">{hours * 1.1:.2f}<" in html
+
+
+def test_the_page_lists_failure_rates_per_model():
+    _site("la", nodes=1)
+    card = m.Accelerator.objects.filter(serial="la-0-0").get()
+    m.AcceleratorPlacement.objects.filter(accelerator=card).delete()
+    m.AcceleratorPlacement.objects.create(
+        accelerator=card, kind="node", node=card.node, slot_index=0, started_at=timezone.now() - dt.timedelta(days=200)
+    )
+    html = _client(UserFactory(is_superuser=True)).get("/lifecycle/").content.decode()
+    assert "Failure rates per model, last 365 days" in html and f">{card.model.name}<" in html
