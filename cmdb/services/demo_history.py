@@ -5,6 +5,7 @@ cards). Idempotent."""
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 
 from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
@@ -24,6 +25,7 @@ from ..models import (
     WindowKind,
 )
 from .accelerators import placement_build, placements_backdate, placements_write
+from .changelog import tracked_update
 
 # Tuesday 02:00-06:00 in each site's own zone (weekday 1).
 DEMO_WINDOW = (1, dt.time(2, 0), dt.time(6, 0))
@@ -138,9 +140,19 @@ def demo_capacity_load(*, now: dt.datetime | None = None) -> int:
     every 20th node spent two days in maintenance and every 15th was cordoned for three days, at dates spread over
     the last 150 days (change records, as the services would have written them). Returns the records written."""
     for name, price in DEMO_CARD_PRICES.items():
-        AcceleratorModel.objects.filter(name=name, unit_price=0).update(unit_price=price, amortisation_months=48)
+        tracked_update(
+            AcceleratorModel.objects.filter(name=name, unit_price=0),
+            reason="demo prices",
+            unit_price=Decimal(price),
+            amortisation_months=48,
+        )
     for code, (kwh, pue) in DEMO_POWER.items():
-        Site.objects.filter(code=code, power_price_kwh=0).update(power_price_kwh=kwh, pue=pue)
+        tracked_update(
+            Site.objects.filter(code=code, power_price_kwh=0),
+            reason="demo prices",
+            power_price_kwh=Decimal(kwh),
+            pue=Decimal(pue),
+        )
     if ChangeRecord.objects.filter(correlation_id__startswith="demo-capacity").exists():
         return 0
     now = now or timezone.now()
