@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.contrib.contenttypes.models import ContentType
-from django.db import models
+from django.db import connection, models
 from django.db.models import F, QuerySet
 from django.db.models.expressions import Combinable
 from django.utils import timezone
@@ -126,12 +126,30 @@ def records_for_bulk(
     return records
 
 
+#: from this many records on, PostgreSQL gets them through COPY (a fleet import writes hundreds of thousands)
+COPY_FROM = 1000
+
+
 def records_write(records: list[ChangeRecord]) -> int:
-    """Write records in one bulk INSERT (batched for very large imports)."""
+    """Write records in one bulk INSERT (batched for very large imports; COPY on PostgreSQL for large batches,
+    several times faster than Django building multi-row INSERTs). The records get no primary keys back."""
     if records:
-        ChangeRecord.objects.bulk_create(records, batch_size=2000)
+        if len(records) >= COPY_FROM and connection.vendor == "postgresql":
+            _records_copy(records)
+        else:
+            ChangeRecord.objects.bulk_create(records, batch_size=2000)
         hooks.changes_recorded()
     return len(records)
+
+
+def _records_copy(records: list[ChangeRecord]) -> None:
+    # id and txid come from the column defaults, as with INSERT.
+    fields = [f for f in ChangeRecord._meta.concrete_fields if f.column not in ("id", "txid")]
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    table = connection.ops.quote_name(ChangeRecord._meta.db_table)
+    with connection.cursor() as cursor, cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+        for record in records:
+            copy.write_row([f.get_db_prep_save(getattr(record, f.attname), connection) for f in fields])
 
 
 def changes_for(obj: models.Model):

@@ -122,3 +122,29 @@ def test_software_version_fields_are_tracked_not_bumped():
     package.requires_reboot = True
     package.save()
     assert m.DriverPackage.objects.get(pk=package.pk).version == "570.1"
+
+
+@pytest.mark.parametrize("count", [3, 1200])
+def test_a_large_batch_of_records_is_written_whole_whatever_the_path(count):
+    """Small batches go through INSERT, large ones through COPY on PostgreSQL: the same rows either way
+    (actor, source, correlation, reason, the JSON of the changes and the transaction id)."""
+    from django.db import connection
+
+    from cmdb.services.changelog import COPY_FROM, records_for_bulk, records_write
+
+    actor = UserFactory(username="importer")
+    nodes = [m.Node(hostname=f"copy-{i:05d}", serial=f"C{i:07d}", status="planned") for i in range(count)]
+    with change_context(source=ChangeSource.IMPORT, actor=actor, correlation_id="copy-batch"):
+        records = records_for_bulk(created=nodes, reason='import "q4" \\ batch\ttab')
+        for node, record in zip(nodes, records, strict=True):
+            record.object_id = 10_000 + int(node.hostname[5:])
+        assert records_write(records) == count
+    rows = m.ChangeRecord.objects.filter(correlation_id="copy-batch").order_by("object_id")
+    assert rows.count() == count
+    first = rows.first()
+    assert first.actor_id == actor.pk and first.actor_repr == "importer" and first.source == "import"
+    assert first.reason == 'import "q4" \\ batch\ttab' and first.action == "create"
+    assert first.changes["hostname"] == [None, "copy-00000"] and first.object_repr == "copy-00000"
+    assert first.txid is not None and first.content_type == ContentType.objects.get_for_model(m.Node)
+    if connection.vendor == "postgresql" and count >= COPY_FROM:
+        assert len({r.txid for r in rows}) == 1  # one transaction, as with INSERT
