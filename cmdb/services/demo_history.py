@@ -175,12 +175,15 @@ def demo_capacity_load(*, now: dt.datetime | None = None) -> int:
         )
 
     active = Node.objects.filter(status="active", is_cordoned=False).order_by("pk").values_list("pk", "hostname")
+    # The k-th episode of each kind starts 13 (maintenance) or 17 (cordon) days before the one after it, so every
+    # month - the page opens on the last one - has some of each, whatever the day of the month.
     for i, (pk, hostname) in enumerate(active.iterator(chunk_size=5000)):
-        start = now - dt.timedelta(days=10 + (pk * 7) % 140, hours=pk % 24)
         if i % 20 == 0:
+            start = now - dt.timedelta(days=5 + (13 * (i // 20)) % 150, hours=pk % 24)
             record(pk, hostname, start, status=["active", "maintenance"])
             record(pk, hostname, start + dt.timedelta(days=2), status=["maintenance", "active"])
         elif i % 15 == 0:
+            start = now - dt.timedelta(days=3 + (17 * (i // 15)) % 150, hours=pk % 24)
             record(pk, hostname, start, is_cordoned=[False, True], cordon_reason=["", "demo: fabric errors"])
             record(
                 pk,

@@ -64,3 +64,14 @@ def test_the_demo_has_months_of_card_hours_priced_by_its_cost_model():
     assert hours["repair"] > 0 and hours["idle"] > 0  # the demo's maintenance and cordon episodes
     assert report.total.total_cost > 0 and report.total.idle_cost > 0
     assert any(r.key != "none" for r in report.rows)  # held by tenants
+
+
+def test_last_month_of_the_demo_shows_idle_and_repair_time():
+    """What the capacity page opens on (last month) has every kind of hour an ops lead looks for."""
+    from cmdb.capacity import CapacityQuery, card_hours
+    from tests.factories.cmdb import UserFactory
+
+    call_command("seed_demo", "--scale", "small", verbosity=0)
+    query = CapacityQuery.from_params({}, today=dt.date.today())
+    hours = card_hours(UserFactory(is_superuser=True), query).total.hours
+    assert hours["in_service"] > 0 and hours["idle"] > 0 and hours["repair"] > 0
