@@ -93,6 +93,9 @@ class AgentState(models.Model):
     agent_version = models.CharField(max_length=32, blank=True)
     reports_applied = models.PositiveIntegerField(default=0)
     signal_fingerprints = models.JSONField(default=list, blank=True)
+    # The last applied report had no LLDP neighbour and no InfiniBand port: the next one without either has no
+    # discovery work to queue (workflows/glue/host_lldp.py). False also means "not known yet".
+    host_view_empty = models.BooleanField(default=False)
 
     class Meta:
         verbose_name = "agent state"

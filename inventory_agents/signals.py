@@ -4,7 +4,8 @@
   reconciliation transaction: receivers must not touch the database there (a failed statement would poison the
   report's transaction on PostgreSQL); they defer their work with `transaction.on_commit` (the switches app
   queues a task), and a test asserts the reconciliation's query count.
-  Arguments: node (the locked Node), report_id, observed (services.normalize.Observed).
+  Arguments: node (the locked Node), report_id, observed (services.normalize.Observed), host_view_still_empty
+  (neither this report nor the last applied one had an LLDP neighbour or an InfiniBand port).
 - `report_received`: any accepted report of a node, applied or unchanged, sent after it committed. Arguments:
   node, status ("applied" | "unchanged"). It runs on the unchanged fast path, so receivers must stay cheap for
   nodes nobody waits on (check `node.status` first).

@@ -497,6 +497,16 @@ def _signals(signals: list[Signal]) -> list[Any]:
     return [(s.kind, s.code, s.message, s.fingerprints) for s in signals]
 
 
+def host_view_empty(observed: Observed) -> bool:
+    """Whether the report gives discovery nothing: no LLDP neighbour (and a working lldp collector, whose failure
+    says nothing) and no InfiniBand HCA or port GUID to resolve links against."""
+    if observed.lldp or any("lldp" in name for name in observed.collector_errors):
+        return False
+    return not any(
+        nic.section == "infiniband" or nic.node_guid or any(port.guid for port in nic.ports) for nic in observed.nics
+    )
+
+
 def observed_digest(observed: Observed) -> str:
     """SHA-256 over every field reconciliation reads (built by hand: dataclasses.asdict costs more than all the
     rest of an unchanged report's handling)."""

@@ -30,7 +30,7 @@ from .cards import cards_reconcile, collector_signal, conflict_signal, placement
 from .events import EventBook, events_open_load
 from .health import PolicyBook
 from .network import NicStep, SoftwareStep
-from .normalize import Observed, Signal
+from .normalize import Observed, Signal, host_view_empty
 from .passes import QUIET_FIELDS, Pass, PendingSignal, bulk_save, has_changes
 from .tokens import UNKNOWN_SERIAL_PREFIX
 
@@ -246,6 +246,7 @@ def report_apply(
             "last_collected_at": observed.collected_at,
             "agent_version": observed.agent_version,
             "signal_fingerprints": book.fingerprints_to_remember(),
+            "host_view_empty": host_view_empty(observed),
         }
         if state is None:
             AgentState.objects.create(node_id=node.pk, reports_applied=1, **state_values)
@@ -253,7 +254,14 @@ def report_apply(
             AgentState.objects.filter(pk=node.pk).update(reports_applied=F("reports_applied") + 1, **state_values)
         if token is not None:
             tracked_update(AgentToken.objects.filter(pk=token.pk), last_used_at=now)
-        signal_send(report_applied, node=node, report_id=report.id, observed=observed)
+        signal_send(
+            report_applied,
+            node=node,
+            report_id=report.id,
+            observed=observed,
+            # Nothing for discovery in this report nor in the last one: no host view to replace or resolve.
+            host_view_still_empty=bool(state is not None and state.host_view_empty and state_values["host_view_empty"]),
+        )
         transaction.on_commit(functools.partial(signal_send, report_received, node=node, status="applied"))
     return dict(run.summary)
 

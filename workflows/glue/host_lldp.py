@@ -21,8 +21,11 @@ def on_report_applied(sender: Any, *, node: Node, report_id: Any, observed: Obse
     InfiniBand links) to a task once the report has committed.
 
     Runs inside the reconciliation transaction, whose query count is asserted: it reads only what it was handed
-    and sends plain data.
+    and sends plain data. A report without LLDP or InfiniBand data after one without either queues nothing: the
+    task would find no host view to replace and no port to resolve.
     """
+    if kwargs.get("host_view_still_empty"):
+        return
     neighbors = [
         [n.local_port, n.remote_chassis_id, n.remote_system, n.remote_port, n.remote_port_description]
         for n in observed.lldp

@@ -389,3 +389,45 @@ def test_a_roce_rdma_device_gets_its_netdev_mac_from_the_agent(roce, client, dja
     assert rdma.mac == "b8:3f:d2:00:01:00" and rdma.nic.pci_bus_id == "0000:1a:00.0"
     finding = findings(roce.fabric)[("su1-leaf0", "Ethernet1/1")]
     assert (finding.kind, str(finding.found)) == (FindingKind.OK, "gpu-0001:mlx5_0/1")
+
+
+def test_reports_without_lldp_or_infiniband_queue_discovery_only_after_a_view(fabric_site, client, monkeypatch):
+    """The first report of a node, and any report after one that had neighbours, queue the discovery task; a
+    report with neither LLDP nor InfiniBand after one with neither queues nothing (it would have nothing to do)."""
+    import datetime as dt
+
+    from workflows.glue import host_lldp as glue
+
+    queued: list[tuple[Any, ...]] = []
+
+    class Recorder:
+        @staticmethod
+        def delay_on_commit(*args: Any) -> None:
+            queued.append(args)
+
+    monkeypatch.setattr(glue, "node_report_observe", Recorder)
+    node = make_node("gpu-quiet", cards=1, nics=0, site=fabric_site[0])
+    token = agent_token_issue(node=node).token
+    start = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+
+    def send(minutes: int, kernel: str = "", **changes: Any) -> str:
+        at = (start + dt.timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        report = report_of(node, collected_at=at, **changes)
+        if kernel:
+            report["system"]["kernel"] = kernel
+        body = json.dumps(report).encode()
+        response = client.generic(
+            "POST", REPORTS_URL, body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}"
+        )
+        assert response.status_code == 200, response.content
+        return response.json()["status"]
+
+    assert send(0, lldp_neighbors=[], infiniband=[]) == "applied"
+    assert len(queued) == 1  # nothing known about the node's view before its first report
+    assert send(5, lldp_neighbors=[], infiniband=[], kernel="6.8.0-45-generic") == "applied"
+    assert len(queued) == 1 and AgentState.objects.get(node=node).host_view_empty
+    assert send(10, lldp_neighbors=[neighbour("eth0", "tor-1", "Ethernet1/9")], infiniband=[]) == "applied"
+    assert len(queued) == 2
+    # The view had a neighbour: the report that shows none must clear it.
+    assert send(15, lldp_neighbors=[], infiniband=[]) == "applied"
+    assert len(queued) == 3 and queued[-1][2] == []
