@@ -33,6 +33,7 @@ _PLAIN = "plain"  # the database value is the JSON value (str, int, bool columns
 _CONVERT = "convert"  # a conversion function of the value
 _BRIEF = "brief"  # a related object's brief form from several columns
 _MANY = "many"  # a list of brief forms from the page's many-to-many query
+PK = 0  # the column of each row's id
 
 
 def _utc_iso(field: serializers.DateTimeField) -> bool:
@@ -85,13 +86,11 @@ class RowReader:
         columns: list[str],
         steps: list[tuple[str, str, Any]],
         many: list[tuple[str, Any]],
-        pk_index: int,
         text_columns: dict[int, str],
     ) -> None:
         self.columns = columns
         self.steps = steps
         self.many = many
-        self.pk_index = pk_index
         self.text_columns = text_columns
         self._render_row = self._compile_row(steps)
 
@@ -114,7 +113,7 @@ class RowReader:
                 columns.append(path)
             return index[path]
 
-        pk_index = column("pk")
+        column("pk")  # PK: every row starts with its id
         steps: list[tuple[str, str, Any]] = []
         many: list[tuple[str, Any]] = []
         text_columns: dict[int, str] = {}
@@ -172,7 +171,7 @@ class RowReader:
                 # The value from values_list() is the model attribute's value (from_db_value applied), so the
                 # field's own to_representation gives the serializer's output.
                 steps.append((name, _CONVERT, (idx, field.to_representation)))
-        return cls(columns, steps, many, pk_index, text_columns)
+        return cls(columns, steps, many, text_columns)
 
     @staticmethod
     def _many_plan(model: type[models.Model], field: serializers.ManyRelatedField) -> Any:
@@ -206,8 +205,9 @@ class RowReader:
                 columns[idx] = Func(F(columns[idx]), template=_TEXT_SQL[kind], output_field=models.TextField())
         return queryset.values_list(*columns)
 
-    def pk_of(self, row: Sequence[Any]) -> Any:
-        return row[self.pk_index]
+    @staticmethod
+    def pk_of(row: Sequence[Any]) -> Any:
+        return row[PK]
 
     @staticmethod
     def _compile_row(steps: list[tuple[str, str, Any]]) -> Callable[..., dict[str, Any]]:
@@ -226,7 +226,7 @@ class RowReader:
                 brief = ", ".join(f"{bname!r}: r[{idx}]" for bname, idx in data[1])
                 items.append(f"{key}: None if r[{data[0]}] is None else {{{brief}}}")
             else:
-                items.append(f"{key}: m[{data}].get(r[0], [])")
+                items.append(f"{key}: m[{data}].get(r[{PK}], [])")
         source = "def render_row(r, m):\n    return {" + ", ".join(items) + "}\n"
         exec(compile(source, "<RowReader>", "exec"), namespace)
         return namespace["render_row"]
@@ -242,7 +242,7 @@ class RowReader:
         through, owner, paths, names, ordering = plan
         if not rows:
             return {}
-        pks = [row[0] for row in rows]
+        pks = [row[PK] for row in rows]
         result: dict[Any, list[dict[str, Any]]] = {}
         for owner_pk, *values in (
             through.objects.filter(**{f"{owner}__in": pks}).order_by(*ordering).values_list(owner, *paths)
