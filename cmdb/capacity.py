@@ -20,6 +20,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import F, Sum
 
+from .lifecycle import ReportQueryError
 from .models import AcceleratorModel, CardHours, CardState, Site
 from .permissions import restrict
 from .services.capacity import month_next, month_start
@@ -38,17 +39,11 @@ REPAIR = {CardState.REPAIR, CardState.RMA}
 MAX_MONTHS = 120
 
 
-class CapacityQueryError(ValueError):
-    def __init__(self, field_name: str, message: str) -> None:
-        self.field = field_name
-        super().__init__(message)
-
-
 def _month(raw: str, name: str) -> dt.date:
     try:
         return dt.datetime.strptime(raw.strip(), "%Y-%m").date()
     except ValueError as exc:
-        raise CapacityQueryError(name, f"{name} must be a month as YYYY-MM.") from exc
+        raise ReportQueryError(name, f"{name} must be a month as YYYY-MM.") from exc
 
 
 @dataclass(frozen=True)
@@ -61,17 +56,17 @@ class CapacityQuery:
 
     @classmethod
     def from_params(cls, params: Any, *, today: dt.date) -> CapacityQuery:
-        """From `from` / `to` (YYYY-MM; default: last month alone) and `by`; CapacityQueryError names a bad one."""
+        """From `from` / `to` (YYYY-MM; default: last month alone) and `by`; ReportQueryError names a bad one."""
         last_month = month_start(month_start(today) - dt.timedelta(days=1))
         start = _month(params["from"], "from") if params.get("from") else last_month
         end = _month(params["to"], "to") if params.get("to") else start
         by = str(params.get("by") or "tenant")
         if by not in DIMENSIONS:
-            raise CapacityQueryError("by", f"by must be one of {', '.join(DIMENSIONS)}.")
+            raise ReportQueryError("by", f"by must be one of {', '.join(DIMENSIONS)}.")
         if end < start:
-            raise CapacityQueryError("to", "to must not be before from.")
+            raise ReportQueryError("to", "to must not be before from.")
         if (end.year - start.year) * 12 + end.month - start.month >= MAX_MONTHS:
-            raise CapacityQueryError("to", f"At most {MAX_MONTHS} months at once.")
+            raise ReportQueryError("to", f"At most {MAX_MONTHS} months at once.")
         return cls(start=start, end=end, by=by)
 
     def months(self) -> list[dt.date]:

@@ -25,18 +25,19 @@ MAX_DAYS = 3650
 ALLOCATION_FRESH = dt.timedelta(days=2)
 
 
-class LifecycleQueryError(ValueError):
-    """A bad parameter: `field` names it."""
+class ReportQueryError(ValueError):
+    """A bad parameter of a report (here and in cmdb.capacity): `field` names it."""
 
     def __init__(self, field_name: str, message: str) -> None:
         self.field = field_name
         super().__init__(message)
 
 
-def days_param(params: Any, name: str, default: int) -> int:
+def days_param(params: Any, name: str, default: int, *, low: int = 0, high: int = MAX_DAYS) -> int:
+    """The whole number of days `params[name]` (default `default`); ReportQueryError unless low <= it <= high."""
     raw = str(params.get(name) or default).strip()
-    if not raw.isdigit() or not 0 <= int(raw) <= MAX_DAYS:
-        raise LifecycleQueryError(name, f"{name} must be a whole number of days from 0 to {MAX_DAYS}.")
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise ReportQueryError(name, f"{name} must be a whole number of days from {low} to {high}.")
     return int(raw)
 
 

@@ -14,8 +14,8 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from cmdb.capacity import DIMENSIONS, STATES, CapacityQuery, CapacityQueryError, card_hours
-from cmdb.lifecycle import LifecycleQueryError, days_param, idle_cards, rma_turnaround, warranty_ending
+from cmdb.capacity import DIMENSIONS, STATES, CapacityQuery, card_hours
+from cmdb.lifecycle import ReportQueryError, days_param, idle_cards, rma_turnaround, warranty_ending
 from cmdb.permissions import scope_lookups_cached
 from workflows.failures import FailureScope, failure_rates
 from workflows.services.spares_forecast import RAISE_PERMISSION, spares_forecast, spares_refill_raise
@@ -69,7 +69,7 @@ def lifecycle_view(request: HttpRequest) -> HttpResponse:
         idle_days = days_param(request.GET, "idle_days", 7)
         rma_days = days_param(request.GET, "rma_days", 365)
         capacity = CapacityQuery.from_params(request.GET, today=timezone.localdate())
-    except (LifecycleQueryError, CapacityQueryError) as exc:
+    except ReportQueryError as exc:
         context["error"] = f"{exc.field}: {exc}"
         return render(request, "console/lifecycle.html", context, status=400)
     site, vendor = params["site"].strip(), params["vendor"].strip()

@@ -174,7 +174,7 @@ def test_whatever_the_history_each_cards_states_sum_to_the_period(seed):
 
 
 def test_bad_months_and_dimensions_are_refused_naming_the_parameter():
-    from cmdb.capacity import CapacityQueryError
+    from cmdb.lifecycle import ReportQueryError
 
     today = dt.date(2026, 12, 4)
     assert CapacityQuery.from_params({}, today=today).start == dt.date(2026, 11, 1)
@@ -183,7 +183,7 @@ def test_bad_months_and_dimensions_are_refused_naming_the_parameter():
         ({"by": "colour"}, "by"),
         ({"from": "2026-05", "to": "2026-01"}, "to"),
     ):
-        with pytest.raises(CapacityQueryError) as err:
+        with pytest.raises(ReportQueryError) as err:
             CapacityQuery.from_params(params, today=today)
         assert err.value.field == field
 

@@ -14,6 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from cmdb.lifecycle import ReportQueryError, days_param
 from gpuops.api.viewsets import ApiViewMixin
 
 from .. import engine
@@ -205,10 +206,10 @@ class RootCausesView(ApiViewMixin, APIView):
 
 
 def _forecast_days(request: Request) -> int:
-    raw = str(request.query_params.get("days") or "180").strip()
-    if not raw.isdigit() or not 7 <= int(raw) <= 3660:
-        raise exceptions.ValidationError({"days": ["A whole number of days from 7 to 3660."]})
-    return int(raw)
+    try:
+        return days_param(request.query_params, "days", 180, low=7, high=3660)
+    except ReportQueryError as exc:
+        raise exceptions.ValidationError({exc.field: [str(exc)]}) from exc
 
 
 class SparesForecastView(ApiViewMixin, APIView):

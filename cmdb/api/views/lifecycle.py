@@ -16,14 +16,14 @@ from rest_framework.views import APIView
 
 from gpuops.api.viewsets import ApiViewMixin
 
-from ...capacity import DIMENSIONS, STATES, CapacityQuery, CapacityQueryError, card_hours
-from ...lifecycle import LifecycleQueryError, days_param, idle_cards, rma_turnaround, warranty_ending
+from ...capacity import DIMENSIONS, STATES, CapacityQuery, card_hours
+from ...lifecycle import ReportQueryError, days_param, idle_cards, rma_turnaround, warranty_ending
 
 
 def _days(request: Request, name: str, default: int) -> int:
     try:
         return days_param(request.query_params, name, default)
-    except LifecycleQueryError as exc:
+    except ReportQueryError as exc:
         raise exceptions.ValidationError({exc.field: [str(exc)]}) from exc
 
 
@@ -92,7 +92,7 @@ class RmaTurnaroundView(_Report):
 def _capacity_query(request: Request) -> CapacityQuery:
     try:
         return CapacityQuery.from_params(request.query_params, today=timezone.localdate())
-    except CapacityQueryError as exc:
+    except ReportQueryError as exc:
         raise exceptions.ValidationError({exc.field: [str(exc)]}) from exc
 
 
