@@ -11,6 +11,8 @@ from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
 from django.utils import timezone
 
+from gpuops.context import change_context
+
 from ..models import (
     Accelerator,
     AcceleratorLifecycle,
@@ -25,7 +27,7 @@ from ..models import (
     WindowKind,
 )
 from .accelerators import placement_build, placements_backdate, placements_write
-from .changelog import tracked_update
+from .changelog import record_build, records_write, tracked_update
 
 # Tuesday 02:00-06:00 in each site's own zone (weekday 1).
 DEMO_WINDOW = (1, dt.time(2, 0), dt.time(6, 0))
@@ -156,41 +158,24 @@ def demo_capacity_load(*, now: dt.datetime | None = None) -> int:
     if ChangeRecord.objects.filter(correlation_id__startswith="demo-capacity").exists():
         return 0
     now = now or timezone.now()
-    ct = ContentType.objects.get_for_model(Node)
     records: list[ChangeRecord] = []
 
-    def record(node_id: int, hostname: str, at: dt.datetime, **changes: list) -> None:
-        records.append(
-            ChangeRecord(
-                at=at,
-                content_type=ct,
-                object_id=node_id,
-                object_repr=hostname,
-                action="update",
-                changes=changes,
-                source="api",
-                correlation_id=f"demo-capacity-{node_id}",
-                reason="demo history",
-            )
-        )
+    def record(node: Node, at: dt.datetime, **changes: list) -> None:
+        records.append(record_build(obj=node, action="update", changes=changes, reason="demo history", at=at))
 
-    active = Node.objects.filter(status="active", is_cordoned=False).order_by("pk").values_list("pk", "hostname")
+    active = Node.objects.filter(status="active", is_cordoned=False).order_by("pk").only("pk", "hostname")
     # The k-th episode of each kind starts 13 (maintenance) or 17 (cordon) days before the one after it, so every
-    # month - the page opens on the last one - has some of each, whatever the day of the month.
-    for i, (pk, hostname) in enumerate(active.iterator(chunk_size=5000)):
-        if i % 20 == 0:
-            start = now - dt.timedelta(days=5 + (13 * (i // 20)) % 150, hours=pk % 24)
-            record(pk, hostname, start, status=["active", "maintenance"])
-            record(pk, hostname, start + dt.timedelta(days=2), status=["maintenance", "active"])
-        elif i % 15 == 0:
-            start = now - dt.timedelta(days=3 + (17 * (i // 15)) % 150, hours=pk % 24)
-            record(pk, hostname, start, is_cordoned=[False, True], cordon_reason=["", "demo: fabric errors"])
-            record(
-                pk,
-                hostname,
-                start + dt.timedelta(days=3),
-                is_cordoned=[True, False],
-                cordon_reason=["demo: fabric errors", ""],
-            )
-    ChangeRecord.objects.bulk_create(records, batch_size=2000)
-    return len(records)
+    # month - the page opens on the last one - has some of each, whatever the day of the month. The correlation id
+    # is what makes this load run once.
+    with change_context(correlation_id="demo-capacity"):
+        for i, node in enumerate(active.iterator(chunk_size=5000)):
+            if i % 20 == 0:
+                start = now - dt.timedelta(days=5 + (13 * (i // 20)) % 150, hours=node.pk % 24)
+                record(node, start, status=["active", "maintenance"])
+                record(node, start + dt.timedelta(days=2), status=["maintenance", "active"])
+            elif i % 15 == 0:
+                start = now - dt.timedelta(days=3 + (17 * (i // 15)) % 150, hours=node.pk % 24)
+                reason = "demo: fabric errors"
+                record(node, start, is_cordoned=[False, True], cordon_reason=["", reason])
+                record(node, start + dt.timedelta(days=3), is_cordoned=[True, False], cordon_reason=[reason, ""])
+    return records_write(records)
