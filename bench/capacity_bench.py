@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import resource
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.common import django_configure  # noqa: E402 (after the path is set)
+from bench.common import django_configure, pages_time  # noqa: E402 (after the path is set)
 
 
 def main() -> int:
@@ -35,14 +34,9 @@ def main() -> int:
     args = parser.parse_args()
     url = django_configure(args.database_url)
 
-    from django.contrib.auth import get_user_model
-    from django.db import connection
-    from django.test import Client
-    from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
 
-    from cmdb.models import Accelerator, AcceleratorPlacement, CardHours, ChangeRecord, Node, Site
-    from cmdb.permissions import grant_scope
+    from cmdb.models import Accelerator, AcceleratorPlacement, CardHours, ChangeRecord, Node
     from cmdb.services.capacity import capacity_rollup, month_start
     from cmdb.services.demo_history import demo_capacity_load
 
@@ -67,27 +61,7 @@ def main() -> int:
     print(f"report period {first:%Y-%m} to {last:%Y-%m}: {CardHours.objects.count():,} rollup rows in all")
     paths = [f"/api/cmdb/reports/card-hours/?{period}&by={by}" for by in ("tenant", "cluster", "site", "model")]
     paths.append(f"/lifecycle/?{period}")
-    users = get_user_model().objects
-    root, _ = users.get_or_create(username="bench-capacity-root", defaults={"is_superuser": True})
-    viewer, _ = users.get_or_create(username="bench-capacity-site")
-    site = Site.objects.order_by("code").first()
-    grant_scope(scope_obj=site, perms=["view_scope"], users=[viewer])
-    for label, user in (("superuser", root), (f"site {site.code} viewer", viewer)):
-        client = Client()
-        client.force_login(user)
-        for path in paths:
-            times = []
-            for _ in range(args.repeat):
-                started = time.perf_counter()
-                response = client.get(path)
-                times.append(time.perf_counter() - started)
-                assert response.status_code == 200, (path, response.status_code)
-            with CaptureQueriesContext(connection) as queries:
-                client.get(path)
-            print(
-                f"{label:>18} {path:<62} best {min(times) * 1000:7.1f} ms  median "
-                f"{statistics.median(times) * 1000:7.1f} ms  {len(queries)} queries"
-            )
+    pages_time(paths, repeat=args.repeat, users_prefix="bench-capacity")
     last_month = month_start(month_start(timezone.localdate()) - dt.timedelta(days=1))
     print(f"(the page's default period is last month, {last_month:%Y-%m})")
     return 0

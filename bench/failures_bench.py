@@ -13,15 +13,13 @@ superuser and as a user with a view grant on one site.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.common import django_configure  # noqa: E402 (after the path is set)
+from bench.common import django_configure, pages_time  # noqa: E402 (after the path is set)
 
 PATHS = [
     "/api/workflows/failures/rates/?by=model",
@@ -39,40 +37,14 @@ def main() -> int:
     args = parser.parse_args()
     url = django_configure(args.database_url)
 
-    from django.contrib.auth import get_user_model
-    from django.db import connection
-    from django.test import Client
-    from django.test.utils import CaptureQueriesContext
-
-    from cmdb.models import Accelerator, AcceleratorPlacement, HealthEvent, Node, Site
-    from cmdb.permissions import grant_scope
+    from cmdb.models import Accelerator, AcceleratorPlacement, HealthEvent, Node
 
     print(f"database: {url.split('@')[-1]}")
     print(
         f"fleet: {Node.objects.count():,} nodes, {Accelerator.objects.count():,} cards, "
         f"{AcceleratorPlacement.objects.count():,} placements, {HealthEvent.objects.count():,} health events"
     )
-    users = get_user_model().objects
-    root, _ = users.get_or_create(username="bench-failures-root", defaults={"is_superuser": True})
-    viewer, _ = users.get_or_create(username="bench-failures-site")
-    site = Site.objects.order_by("code").first()
-    grant_scope(scope_obj=site, perms=["view_scope"], users=[viewer])
-    for label, user in (("superuser", root), (f"site {site.code} viewer", viewer)):
-        client = Client()
-        client.force_login(user)
-        for path in PATHS:
-            times = []
-            for _ in range(args.repeat):
-                started = time.perf_counter()
-                response = client.get(path)
-                times.append(time.perf_counter() - started)
-                assert response.status_code == 200, (path, response.status_code)
-            with CaptureQueriesContext(connection) as queries:
-                client.get(path)
-            print(
-                f"{label:>22} {path:<45} best {min(times) * 1000:8.1f} ms  median "
-                f"{statistics.median(times) * 1000:8.1f} ms  {len(queries)} queries"
-            )
+    pages_time(PATHS, repeat=args.repeat, users_prefix="bench-failures")
     return 0
 
 
